@@ -1,0 +1,1 @@
+"""Answers: prompt templates, LLM backends with fallbacks, the extractive answer and the grounding check."""

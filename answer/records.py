@@ -1,0 +1,48 @@
+"""Typed records of an answer: the `Source`s it cites and the `QAResult` every face receives."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Source:
+    """One retrieved article an answer may cite."""
+
+    source_id: str  # the label the model must cite, e.g. "S1"
+    doc_id: str
+    article: str
+    code: str  # short name: «УК РК», «ҚР ҚК»
+    title: str
+    url: str
+    snippet: str
+    score: float
+    lang: str = "ru"
+    status: str = "in_force"
+
+    def citation(self) -> str:
+        word = "бап" if self.lang == "kk" else "Статья"
+        head = f"{self.code}, {self.article}-{word}" if self.lang == "kk" else f"{self.code}, {word} {self.article}"
+        return f"{head}. {self.title}"
+
+
+@dataclass(frozen=True)
+class QAResult:
+    """What `invoke_qa()` returns."""
+
+    question: str
+    answer: str
+    sources: tuple[Source, ...]
+    template: str  # universal / criminal / range
+    backend: str  # groq / ollama / extractive
+    lang: str
+    grounded: bool
+    grounding_notes: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["sources"] = [asdict(s) for s in self.sources]
+        d["grounding_notes"] = list(self.grounding_notes)
+        return d

@@ -1,0 +1,28 @@
+"""Fixtures every test file may use: the shared data beside the repo, and settings rooted in tmp_path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import Settings
+
+SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """../shared: real adilet texts and pages, and the gold questions (read-only)."""
+    if not (SHARED_DIR / "corpus" / "manifest.json").exists():
+        pytest.fail(f"{SHARED_DIR} is missing: tests read the real corpus from ../shared beside the repo")
+    return SHARED_DIR
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Settings with a fresh data directory and no keys, whatever the developer's .env says."""
+    monkeypatch.chdir(tmp_path)  # no .env is read from the repo
+    for var in ("GROQ_API_KEY", "PINECONE_API_KEY", "TELEGRAM_BOT_TOKEN", "OLLAMA_ENABLED", "DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return Settings(data_dir=tmp_path / "data", _env_file=None)
