@@ -48,6 +48,12 @@ class Settings(BaseSettings):
         description="sentence-transformers: a local model folder, or a hub name when the hub is reachable.",
     )
     embed_max_chars: int = Field(default=1200, description="Characters of a chunk that are embedded.")
+    dense_scope: Literal["first_chunk", "all_chunks"] = Field(
+        default="first_chunk",
+        description="first_chunk: one vector per article (its first chunk, which carries the title): the whole "
+        "corpus embeds in about half an hour on 2 cores; all_chunks: every chunk, ~4x longer, better recall inside "
+        "long articles. BM25 always covers every chunk.",
+    )
     vector_store: Literal["faiss", "pinecone"] = "faiss"
     pinecone_api_key: SecretStr | None = None
     pinecone_index: str = "kz-law"
