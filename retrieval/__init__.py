@@ -1,0 +1,1 @@
+"""Retrieval: text analysis, query understanding, BM25/dense/law-aware retrievers and reranking."""
