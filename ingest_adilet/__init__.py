@@ -1,0 +1,1 @@
+"""Fetch and parse adilet.zan.kz documents into articles (CLI: `python -m ingest_adilet`)."""
