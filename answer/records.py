@@ -28,6 +28,19 @@ class Source:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What the answer stage returns: the text shown to the user and how it was made."""
+
+    text: str
+    sources: tuple[Source, ...]
+    template: str  # universal / criminal / range
+    backend: str  # groq / ollama / extractive
+    grounded: bool  # the text rests only on the sources (a passing model answer, or quotes of the norms)
+    notes: tuple[str, ...] = ()  # grounding findings and fallbacks, for logs and eval
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+
+
+@dataclass(frozen=True)
 class QAResult:
     """What `invoke_qa()` returns."""
 
