@@ -1,0 +1,194 @@
+"""The embedded vector store: LangChain FAISS (exact cosine search) persisted as faiss index + JSON docstore.
+
+LangChain's own `save_local`/`load_local` pickle the docstore; this module writes it as JSON lines and never
+unpickles anything. `LawFAISS` filters before searching (exact), where LangChain's FAISS filters the top
+`fetch_k` hits afterwards and can come back empty for a narrow filter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+from langchain_community.docstore.in_memory import InMemoryDocstore
+from langchain_community.vectorstores import FAISS
+from langchain_community.vectorstores.utils import DistanceStrategy
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+logger = logging.getLogger(__name__)
+
+INDEX_FILE = "index.faiss"
+DOCSTORE_FILE = "docstore.jsonl"
+META_FILE = "meta.json"
+
+
+def cosine_relevance(score: float) -> float:
+    """Map a cosine similarity in [-1, 1] to a relevance in [0, 1] (higher is better)."""
+    return (1.0 + float(score)) / 2.0
+
+
+class LawFAISS(FAISS):
+    """FAISS over normalized vectors in an IndexFlatIP (inner product = cosine), with exact filtered search.
+
+    Filters are dicts on metadata: {"doc_id": "K1400000226"}, {"article": ["188", "189"]}, or the
+    Pinecone/Mongo operators {"lang": {"$eq": "ru"}, "doc_id": {"$in": [...]}}, combined with AND.
+    """
+
+    @classmethod
+    def empty(cls, embeddings: Embeddings, dim: int) -> LawFAISS:
+        return cls(
+            embeddings,
+            faiss.IndexFlatIP(dim),
+            InMemoryDocstore(),
+            {},
+            relevance_score_fn=cosine_relevance,
+            distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+        )
+
+    @classmethod
+    def from_vectors(
+        cls,
+        embeddings: Embeddings,
+        documents: Sequence[Document],
+        vectors: Sequence[Sequence[float]] | np.ndarray,
+        ids: Sequence[str],
+    ) -> LawFAISS:
+        """A store holding these documents with these (already computed, normalized) vectors."""
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or len(matrix) != len(documents):
+            raise ValueError(f"{len(documents)} documents need as many vectors, got shape {matrix.shape}")
+        store = cls.empty(embeddings, matrix.shape[1])
+        store.add_embeddings(
+            zip([d.page_content for d in documents], matrix.tolist(), strict=True),
+            metadatas=[d.metadata for d in documents],
+            ids=list(ids),
+        )
+        return store
+
+    def documents_in_order(self) -> list[Document]:
+        """Documents by their position in the faiss index."""
+        return [doc for _, doc in _ordered(self)]
+
+    def similarity_search_with_score_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: Any = None,  # noqa: A002 - LangChain's parameter name
+        fetch_k: int = 20,
+        **kwargs: Any,
+    ) -> list[tuple[Document, float]]:
+        if filter is None or self.index.ntotal == 0:
+            return super().similarity_search_with_score_by_vector(embedding, k, None, fetch_k, **kwargs)
+        matches = self._create_filter_func(filter)
+        positions = [i for i, (_, doc) in enumerate(_ordered(self)) if matches(doc.metadata)]
+        if not positions:
+            return []
+        vector = np.array([embedding], dtype=np.float32)
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.array(positions, dtype=np.int64)))
+        scores, found = self.index.search(vector, min(k, len(positions)), params=params)
+        docs = [
+            (self.docstore.search(self.index_to_docstore_id[int(i)]), float(s))
+            for s, i in zip(scores[0], found[0], strict=True)
+            if i != -1
+        ]
+        threshold = kwargs.get("score_threshold")
+        return docs if threshold is None else [(d, s) for d, s in docs if s >= threshold]
+
+
+def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
+    """Write index, JSON docstore and meta to a temp folder, then swap it in; returns bytes on disk."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        faiss.write_index(store.index, str(tmp / INDEX_FILE))
+        with (tmp / DOCSTORE_FILE).open("w", encoding="utf-8") as f:
+            for doc_id, doc in _ordered(store):
+                row = {"id": doc_id, "page_content": doc.page_content, "metadata": doc.metadata}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        (tmp / META_FILE).write_text(
+            json.dumps({**meta, "count": store.index.ntotal, "dim": store.index.d}, ensure_ascii=False),
+            encoding="utf-8",
+        )
+        for f in tmp.iterdir():
+            _fsync(f)
+        _swap(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return sum(f.stat().st_size for f in folder.iterdir())
+
+
+def load_faiss(folder: Path, embeddings: Embeddings) -> LawFAISS:
+    """Load what `save_faiss` wrote (JSON only, nothing is unpickled); FileNotFoundError when absent."""
+    folder = _current(folder)
+    meta = read_faiss_meta(folder)
+    index = faiss.read_index(str(folder / INDEX_FILE))
+    docs: dict[str, Document] = {}
+    order: dict[int, str] = {}
+    with (folder / DOCSTORE_FILE).open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            row = json.loads(line)
+            docs[row["id"]] = Document(**row)
+            order[i] = row["id"]
+    if len(order) != index.ntotal or (meta.get("count") is not None and meta["count"] != index.ntotal):
+        raise ValueError(f"{folder}: {index.ntotal} vectors but {len(order)} documents: rebuild the index")
+    return LawFAISS(
+        embeddings,
+        index,
+        InMemoryDocstore(docs),
+        order,
+        relevance_score_fn=cosine_relevance,
+        distance_strategy=DistanceStrategy.MAX_INNER_PRODUCT,
+    )
+
+
+def read_faiss_meta(folder: Path) -> dict[str, Any]:
+    """The meta.json written with the index; FileNotFoundError when there is no complete index."""
+    folder = _current(folder)
+    for name in (INDEX_FILE, DOCSTORE_FILE, META_FILE):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(folder / name)
+    return json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+
+
+def _ordered(store: LawFAISS) -> Iterable[tuple[str, Document]]:
+    for i in range(len(store.index_to_docstore_id)):
+        doc_id = store.index_to_docstore_id[i]
+        yield doc_id, store.docstore.search(doc_id)
+
+
+def _old(folder: Path) -> Path:
+    return folder.with_name(folder.name + ".old")
+
+
+def _current(folder: Path) -> Path:
+    """`folder`, or its `.old` twin when a swap was interrupted between its two renames."""
+    return folder if folder.exists() or not _old(folder).exists() else _old(folder)
+
+
+def _swap(new: Path, folder: Path) -> None:
+    """Replace `folder` by `new`: rename the old one aside, rename the new one in, then delete the old one."""
+    old = _old(folder)
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        os.replace(folder, old)
+    os.replace(new, folder)
+    _fsync(folder.parent)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
