@@ -1,0 +1,136 @@
+"""Split an article into chunks that stand on their own: each starts with «УК РК. Статья 188. Кража».
+
+A chunk never crosses an article. A long article is cut at its numbered parts («1.», «2.» opening a
+paragraph), a part longer than the limit at its paragraphs, a paragraph at its sentences; consecutive pieces
+are packed greedily up to `max_chars` (the body, without the header line).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from config import AdiletSource
+from corpus.records import Article, Chunk, content_hash
+
+_PART = re.compile(r"^(\d+(?:-\d+)*)\.\s")  # «1. …», «3-1. …»; «1) …» are sub-items and stay inside the part
+_HEADER_ALLOWANCE = 200
+_SENTENCE_END = re.compile(r"(?<=[.;:!?])\s+(?=[«\"(]?[А-ЯЁӘІҢҒҮҰҚӨҺA-Z0-9])")
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    part: str | None  # the numbered part it belongs to, None before the first one
+
+
+def header(article: Article, source: AdiletSource) -> str:
+    """The citation line a chunk starts with: «УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық»."""
+    label = f"{article.number}-бап" if article.lang == "kk" else f"Статья {article.number}"
+    head = f"{source.short(article.lang)}. {label}"
+    return f"{head}. {article.title}" if article.title else head
+
+
+def _parts(text: str) -> list[_Piece]:
+    """The article's numbered parts (with the paragraphs that follow each), preamble first."""
+    pieces: list[_Piece] = []
+    current: list[str] = []
+    part: str | None = None
+    for para in text.split("\n"):
+        m = _PART.match(para)
+        if m and current:
+            pieces.append(_Piece("\n".join(current), part))
+            current = []
+        if m:
+            part = m.group(1)
+        current.append(para)
+    if current:
+        pieces.append(_Piece("\n".join(current), part))
+    return pieces
+
+
+def _hard_split(text: str, max_chars: int) -> list[str]:
+    """Cut a sentence longer than the limit at the last space before it (a word longer than that is cut)."""
+    out: list[str] = []
+    while len(text) > max_chars:
+        cut = text.rfind(" ", 0, max_chars + 1)
+        if cut <= 0:
+            cut = max_chars
+        out.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        out.append(text)
+    return out
+
+
+def _fit(piece: _Piece, max_chars: int) -> list[_Piece]:
+    """The piece if it fits, else its paragraphs, sentences, then words, each within max_chars."""
+    if len(piece.text) <= max_chars:
+        return [piece]
+    out: list[_Piece] = []
+    paras = piece.text.split("\n")
+    if len(paras) > 1:
+        for para in paras:
+            out.extend(_fit(_Piece(para, piece.part), max_chars))
+        return out
+    for sentence in _SENTENCE_END.split(piece.text):
+        out.extend(_Piece(s, piece.part) for s in _hard_split(sentence, max_chars))
+    return out
+
+
+def _pack(pieces: list[_Piece], max_chars: int) -> list[list[_Piece]]:
+    """Greedily group consecutive pieces into chunks whose joined text stays within max_chars."""
+    groups: list[list[_Piece]] = []
+    size = 0
+    for piece in pieces:
+        sep = 0 if not groups or not groups[-1] else 1
+        if groups and groups[-1] and size + sep + len(piece.text) <= max_chars:
+            groups[-1].append(piece)
+            size += sep + len(piece.text)
+        else:
+            groups.append([piece])
+            size = len(piece.text)
+    return groups
+
+
+def _label(group: list[_Piece]) -> str | None:
+    parts = [p.part for p in group if p.part is not None]
+    if not parts:
+        return None
+    return parts[0] if parts[0] == parts[-1] else f"{parts[0]}-{parts[-1]}"
+
+
+def chunk_article(article: Article, source: AdiletSource, max_chars: int = 1500) -> list[Chunk]:
+    """The chunks of one article in order; chunk 0 holds its beginning, a repealed article gives one chunk."""
+    head = header(article, source)
+    # Some titles run to 400 characters: the body gives way so that header + body stay within e5's 512 tokens.
+    max_chars = max(max_chars // 3, max_chars - max(0, len(head) - _HEADER_ALLOWANCE))
+    body = article.text.strip()
+    if article.status == "repealed" or not body:
+        groups = [[_Piece(body, None)]]
+    else:
+        pieces = [small for piece in _parts(body) for small in _fit(piece, max_chars)]
+        groups = _pack(pieces, max_chars)
+    chunks = []
+    for i, group in enumerate(groups):
+        text = "\n".join(p for p in (head, "\n".join(piece.text for piece in group)) if p)
+        chunk_id = f"{article.doc_id}:{article.lang}:{article.number}:{i}"
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_id,
+                doc_id=article.doc_id,
+                lang=article.lang,
+                article=article.number,
+                title=article.title,
+                code=source.short(article.lang),
+                kind=source.kind,
+                text=text,
+                url=article.url or source.url(article.lang),
+                status=article.status,
+                part=_label(group),
+                path=article.path,
+                edition_date=article.edition_date,
+                hash=content_hash(chunk_id, text, article.status),
+            )
+        )
+    return chunks
