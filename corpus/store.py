@@ -1,0 +1,233 @@
+"""The corpus on disk: DATA_DIR/corpus/{articles.jsonl, chunks.jsonl, manifest.json}.
+
+Records are grouped by document and language in registry order. A write replaces only the documents it is
+given, copies every other line byte for byte, and lands through temporary files and `os.replace`, so a failed
+run leaves the previous corpus as it was and an unchanged run rewrites nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from config import ADILET_SOURCES
+from corpus.errors import IndexNotReady
+from corpus.records import Article, Chunk, content_hash
+
+logger = logging.getLogger(__name__)
+
+ARTICLES_FILE = "articles.jsonl"
+CHUNKS_FILE = "chunks.jsonl"
+MANIFEST_FILE = "manifest.json"
+LANG_ORDER = ("ru", "kk")
+_BUILD_HINT = "build it with `python -m ingest_adilet` (or `--from-dir DIR` for local texts)"
+
+DocKey = tuple[str, str]  # (doc_id, lang)
+
+
+class DocumentEntry(BaseModel):
+    """What the manifest says about one document in one language."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    doc_id: str
+    lang: str
+    title: str
+    source: str = Field(description="Where the text came from: html, txt or adilet.")
+    edition_date: str | None = None
+    articles: int
+    repealed: int
+    chunks: int
+    input_hash: str = Field(description="Hash of the raw input and parser settings (unchanged: skipped).")
+    output_hash: str = Field(description="Hash of this document's lines in articles.jsonl and chunks.jsonl.")
+    ingested_at: str
+
+    @property
+    def key(self) -> DocKey:
+        return (self.doc_id, self.lang)
+
+
+class LangTotals(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    documents: int = 0
+    articles: int = 0
+    repealed: int = 0
+    chunks: int = 0
+
+
+class Manifest(BaseModel):
+    """manifest.json: one entry per document and language, plus totals per language."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[DocumentEntry] = []
+    totals: dict[str, LangTotals] = {}
+
+    def entry(self, doc_id: str, lang: str) -> DocumentEntry | None:
+        return next((d for d in self.documents if d.doc_id == doc_id and d.lang == lang), None)
+
+
+@dataclass(frozen=True)
+class DocumentRecords:
+    """Everything one ingested document contributes to the corpus."""
+
+    doc_id: str
+    lang: str
+    title: str
+    source: str
+    input_hash: str
+    articles: Sequence[Article]
+    chunks: Sequence[Chunk]
+    edition_date: str | None = None
+
+    @property
+    def key(self) -> DocKey:
+        return (self.doc_id, self.lang)
+
+
+def _order(key: DocKey) -> tuple[int, int, str, str]:
+    rank = {s.doc_id: i for i, s in enumerate(ADILET_SOURCES)}
+    doc_id, lang = key
+    lang_rank = LANG_ORDER.index(lang) if lang in LANG_ORDER else len(LANG_ORDER)
+    return (rank.get(doc_id, len(rank)), lang_rank, doc_id, lang)
+
+
+def _line(record: Article | Chunk) -> str:
+    return json.dumps(record.to_json(), ensure_ascii=False) + "\n"
+
+
+def _require(corpus_dir: Path, name: str) -> Path:
+    path = Path(corpus_dir) / name
+    if not path.exists():
+        raise IndexNotReady(f"No corpus at {corpus_dir} ({name} is missing): {_BUILD_HINT}.")
+    return path
+
+
+def load_articles(corpus_dir: Path) -> list[Article]:
+    """All articles of the corpus, in registry order."""
+    with _require(corpus_dir, ARTICLES_FILE).open(encoding="utf-8") as f:
+        return [Article.from_json(json.loads(line)) for line in f if line.strip()]
+
+
+def load_chunks(corpus_dir: Path) -> list[Chunk]:
+    """All chunks of the corpus, in registry order."""
+    with _require(corpus_dir, CHUNKS_FILE).open(encoding="utf-8") as f:
+        return [Chunk.from_json(json.loads(line)) for line in f if line.strip()]
+
+
+def load_manifest(corpus_dir: Path) -> Manifest:
+    """The corpus manifest (documents with counts and hashes, totals)."""
+    return Manifest.model_validate_json(_require(corpus_dir, MANIFEST_FILE).read_bytes())
+
+
+def read_manifest(corpus_dir: Path) -> Manifest:
+    """The manifest, or an empty one when no corpus has been written yet."""
+    path = Path(corpus_dir) / MANIFEST_FILE
+    return Manifest.model_validate_json(path.read_bytes()) if path.exists() else Manifest()
+
+
+def _grouped_lines(path: Path) -> dict[DocKey, list[str]]:
+    """The raw lines of a JSONL file, grouped by (doc_id, lang) in file order."""
+    groups: dict[DocKey, list[str]] = {}
+    if not path.exists():
+        return groups
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                groups.setdefault((d["doc_id"], d["lang"]), []).append(line)
+    return groups
+
+
+def _atomic_write(path: Path, chunks: Iterable[str]) -> Path:
+    """Write to a temporary file beside `path`; the caller moves it into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            for piece in chunks:
+                f.write(piece)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the corpus is meant to be read by other tools
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def _totals(entries: Iterable[DocumentEntry]) -> dict[str, LangTotals]:
+    totals: dict[str, LangTotals] = {}
+    for e in entries:
+        t = totals.setdefault(e.lang, LangTotals())
+        t.documents += 1
+        t.articles += e.articles
+        t.repealed += e.repealed
+        t.chunks += e.chunks
+    rank = {lang: i for i, lang in enumerate(LANG_ORDER)}
+    return {lang: totals[lang] for lang in sorted(totals, key=lambda x: (rank.get(x, len(rank)), x))}
+
+
+def write_corpus(
+    corpus_dir: Path, updates: Sequence[DocumentRecords], *, now: datetime | None = None
+) -> Manifest:
+    """Replace the records of the given documents (others are kept as they are); return the new manifest."""
+    corpus_dir = Path(corpus_dir)
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(corpus_dir)
+    if not updates:
+        return manifest
+    stamp = (now or datetime.now(UTC)).replace(microsecond=0).isoformat()
+    articles = _grouped_lines(corpus_dir / ARTICLES_FILE)
+    chunks = _grouped_lines(corpus_dir / CHUNKS_FILE)
+    entries = {e.key: e for e in manifest.documents}
+    for doc in updates:
+        a_lines = [_line(a) for a in doc.articles]
+        c_lines = [_line(c) for c in doc.chunks]
+        articles[doc.key] = a_lines
+        chunks[doc.key] = c_lines
+        entries[doc.key] = DocumentEntry(
+            doc_id=doc.doc_id,
+            lang=doc.lang,
+            title=doc.title,
+            source=doc.source,
+            edition_date=doc.edition_date,
+            articles=len(doc.articles),
+            repealed=sum(a.status == "repealed" for a in doc.articles),
+            chunks=len(doc.chunks),
+            input_hash=doc.input_hash,
+            output_hash=content_hash(*a_lines, *c_lines),
+            ingested_at=stamp,
+        )
+    keys = sorted(set(entries) | set(articles) | set(chunks), key=_order)
+    stray = [k for k in keys if k not in entries]
+    if stray:  # lines without a manifest entry belong to no known document: drop them
+        logger.warning("dropping corpus records without a manifest entry: %s", stray)
+        keys = [k for k in keys if k in entries]
+    new_manifest = Manifest(documents=[entries[k] for k in keys], totals=_totals(entries[k] for k in keys))
+    contents = {
+        ARTICLES_FILE: (ln for k in keys for ln in articles.get(k, [])),
+        CHUNKS_FILE: (ln for k in keys for ln in chunks.get(k, [])),
+        MANIFEST_FILE: [new_manifest.model_dump_json(indent=1) + "\n"],
+    }
+    temps: dict[str, Path] = {}
+    try:
+        for name, lines in contents.items():
+            temps[name] = _atomic_write(corpus_dir / name, lines)
+    except BaseException:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    # The manifest goes last: a reader that sees the new manifest sees the new records.
+    for name, tmp in temps.items():
+        os.replace(tmp, corpus_dir / name)
+    logger.info("corpus written to %s: %d documents updated", corpus_dir, len(updates))
+    return new_manifest

@@ -1,0 +1,288 @@
+"""Ingest: for each registry document and language get the text, parse articles, chunk them, store the corpus.
+
+Text comes from a local directory (`html/ID.html` for Russian when it parses, else `rus/ID.txt`, `kaz/ID.txt`)
+or from live adilet through the fetcher. A document that fails keeps its previous records; a document whose
+input is unchanged is not parsed again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from config import ADILET_SOURCES, AdiletSource, Settings
+from corpus.chunking import chunk_article
+from corpus.errors import IngestError, UserError
+from corpus.records import Article, Chunk, Lang, content_hash
+from corpus.store import DocumentEntry, DocumentRecords, Manifest, read_manifest, write_corpus
+from ingest_adilet.text_parser import parse_text
+
+if TYPE_CHECKING:
+    from ingest_adilet.fetch import AdiletFetcher
+
+logger = logging.getLogger(__name__)
+
+# Bump when parsing or chunking changes what an unchanged input yields: every document is then re-parsed.
+PARSER_VERSION = "1"
+SITE_DIR = {"ru": "rus", "kk": "kaz"}
+
+Outcome = Literal["ingested", "unchanged", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class DocumentResult:
+    """What happened to one document in one language."""
+
+    doc_id: str
+    lang: str
+    outcome: Outcome
+    source: str = ""
+    articles: int = 0
+    repealed: int = 0
+    chunks: int = 0
+    reason: str = ""
+
+
+@dataclass
+class IngestReport:
+    """Per-document results of one run, and where the corpus is."""
+
+    corpus_dir: Path
+    results: list[DocumentResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failures(self) -> list[DocumentResult]:
+        return [r for r in self.results if r.outcome == "failed"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+@dataclass(frozen=True)
+class _Input:
+    """One way to read a document: its raw text, where it came from, and the parser for it."""
+
+    source: str  # html / txt / adilet
+    raw: str
+    parse: Callable[[], tuple[list[Article], str | None]]  # articles and edition date
+
+
+def _parse_html(html: str, doc_id: str, lang: Lang, url: str) -> tuple[list[Article], str | None]:
+    try:
+        from ingest_adilet.html_parser import parse_html
+    except ImportError as err:  # the HTML parser is written in parallel; until then local texts still work
+        raise IngestError(f"{doc_id}: the HTML parser is not available ({err})") from err
+    page = parse_html(html, doc_id, lang, url)
+    return list(page.articles), page.edition_date
+
+
+def _local_inputs(source_dir: Path, doc: AdiletSource, lang: Lang) -> list[_Input]:
+    """The local files for a document, best first: the saved page (Russian), then the plain text."""
+    url = doc.url(lang)
+    inputs: list[_Input] = []
+    html_path = source_dir / "html" / f"{doc.doc_id}.html"
+    if lang == "ru" and html_path.exists():
+        html = html_path.read_text(encoding="utf-8", errors="replace")
+        inputs.append(_Input("html", html, lambda: _parse_html(html, doc.doc_id, lang, url)))
+    txt_path = source_dir / SITE_DIR[lang] / f"{doc.doc_id}.txt"
+    if txt_path.exists():
+        text = txt_path.read_text(encoding="utf-8", errors="replace")
+        inputs.append(_Input("txt", text, lambda: (parse_text(text, doc.doc_id, lang, url), None)))
+    return inputs
+
+
+def _input_hash(inp: _Input, settings: Settings) -> str:
+    return content_hash(PARSER_VERSION, str(settings.chunk_max_chars), inp.source, inp.raw)
+
+
+def _records(
+    doc: AdiletSource, lang: Lang, inp: _Input, settings: Settings
+) -> DocumentRecords:
+    """Parse and chunk one input; no articles at all is an error, never an empty document."""
+    articles, edition_date = inp.parse()
+    if not articles:
+        raise IngestError(
+            f"{doc.doc_id} ({lang}): no articles found in the {inp.source} text; the page may be an empty "
+            "shell or a captcha — check it in a browser, or ingest from a saved copy with --from-dir"
+        )
+    chunks: list[Chunk] = [
+        c for a in articles for c in chunk_article(a, doc, max_chars=settings.chunk_max_chars)
+    ]
+    return DocumentRecords(
+        doc_id=doc.doc_id,
+        lang=lang,
+        title=doc.title(lang),
+        source=inp.source,
+        input_hash=_input_hash(inp, settings),
+        articles=articles,
+        chunks=chunks,
+        edition_date=edition_date,
+    )
+
+
+def _select(doc_ids: Sequence[str] | None) -> list[AdiletSource]:
+    if not doc_ids:
+        return list(ADILET_SOURCES)
+    known = {s.doc_id: s for s in ADILET_SOURCES}
+    unknown = [d for d in doc_ids if d not in known]
+    if unknown:
+        raise UserError(
+            f"Unknown document id(s): {', '.join(unknown)}. Known ids are listed in config.ADILET_SOURCES, "
+            f"e.g. {', '.join(list(known)[:4])}."
+        )
+    return [known[d] for d in dict.fromkeys(doc_ids)]
+
+
+def ingest(
+    settings: Settings,
+    *,
+    source_dir: Path | None = None,
+    doc_ids: Sequence[str] | None = None,
+    langs: Iterable[Lang] | None = None,
+    progress: bool = True,
+) -> IngestReport:
+    """Ingest the registry documents (or `doc_ids`) in `langs` into settings.corpus_dir; see IngestReport."""
+    started = time.perf_counter()
+    source_dir = source_dir or settings.source_dir
+    if source_dir is not None and not Path(source_dir).is_dir():
+        raise UserError(
+            f"--from-dir {source_dir} is not a directory (expected rus/ID.txt, kaz/ID.txt, html/ID.html)"
+        )
+    docs = _select(doc_ids)
+    lang_list: list[Lang] = list(dict.fromkeys(langs or settings.ingest_languages))
+    corpus_dir = settings.corpus_dir
+    manifest = read_manifest(corpus_dir)
+    report = IngestReport(corpus_dir)
+    updates: list[DocumentRecords] = []
+    jobs = [(doc, lang) for doc in docs for lang in lang_list]
+
+    fetcher = None
+    if source_dir is None:
+        from ingest_adilet.fetch import AdiletFetcher
+
+        fetcher = AdiletFetcher(settings)
+
+    bar = Progress(
+        TextColumn("[bold]ingest[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not progress,
+        transient=True,
+    )
+    try:
+        with bar:
+            task = bar.add_task("", total=len(jobs))
+            for doc, lang in jobs:
+                bar.update(task, description=f"{doc.doc_id} {lang}")
+                result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher)
+                report.results.append(result)
+                if records is not None:
+                    updates.append(records)
+                bar.advance(task)
+    finally:
+        if fetcher is not None:
+            fetcher.close()
+    write_corpus(corpus_dir, updates)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _ingest_one(
+    doc: AdiletSource,
+    lang: Lang,
+    settings: Settings,
+    manifest: Manifest,
+    source_dir: Path | None,
+    fetcher: AdiletFetcher | None,
+) -> tuple[DocumentResult, DocumentRecords | None]:
+    """Ingest one document in one language; failures are reported, never raised."""
+    previous = manifest.entry(doc.doc_id, lang)
+    try:
+        if source_dir is not None:
+            inputs = _local_inputs(Path(source_dir), doc, lang)
+            if not inputs:
+                return DocumentResult(doc.doc_id, lang, "skipped", reason=f"not in {source_dir}"), None
+        else:
+            assert fetcher is not None
+            html = fetcher.fetch(doc.doc_id, lang)
+            url = doc.url(lang)
+            inputs = [_Input("adilet", html, lambda: _parse_html(html, doc.doc_id, lang, url))]
+        errors: list[str] = []
+        for i, inp in enumerate(inputs):
+            if previous is not None and previous.input_hash == _input_hash(inp, settings):
+                return _result(doc.doc_id, lang, "unchanged", previous.source, previous), None
+            try:
+                records = _records(doc, lang, inp, settings)
+            except Exception as err:  # one bad input must not stop the others
+                reason = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
+                errors.append(f"{inp.source}: {reason}")
+                if i + 1 < len(inputs):
+                    logger.warning(
+                        "%s (%s): the %s input failed (%s); using the %s instead",
+                        doc.doc_id, lang, inp.source, reason, inputs[i + 1].source,
+                    )
+                else:
+                    logger.debug("%s (%s) failed", doc.doc_id, lang, exc_info=True)
+                continue
+            return _result(doc.doc_id, lang, "ingested", inp.source, records), records
+        return DocumentResult(doc.doc_id, lang, "failed", reason="; ".join(errors)), None
+    except Exception as err:  # fetch errors and the like: report with the document id, keep going
+        logger.debug("%s (%s) failed", doc.doc_id, lang, exc_info=True)
+        reason = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
+        return DocumentResult(doc.doc_id, lang, "failed", reason=reason), None
+
+
+def _result(
+    doc_id: str, lang: str, outcome: Outcome, source: str, counts: DocumentRecords | DocumentEntry
+) -> DocumentResult:
+    if isinstance(counts, DocumentRecords):
+        n_articles = len(counts.articles)
+        repealed = sum(a.status == "repealed" for a in counts.articles)
+        n_chunks = len(counts.chunks)
+    else:
+        n_articles, repealed, n_chunks = counts.articles, counts.repealed, counts.chunks
+    return DocumentResult(doc_id, lang, outcome, source, n_articles, repealed, n_chunks)
+
+
+def summary_table(report: IngestReport) -> Table:
+    """A rich table of the run: documents, articles, repealed, chunks per language, and the failures."""
+    table = Table(title=f"Corpus in {report.corpus_dir} ({report.seconds:.1f} s)")
+    # docs = documents in the corpus after the run; new = parsed now; same = input unchanged, not parsed again
+    for col in ("lang", "docs", "new", "same", "skipped", "failed", "articles", "repealed", "chunks"):
+        table.add_column(col, justify="left" if col == "lang" else "right")
+    langs = list(dict.fromkeys(r.lang for r in report.results))
+    for lang in langs:
+        rs = [r for r in report.results if r.lang == lang]
+        done = [r for r in rs if r.outcome in ("ingested", "unchanged")]
+        count = {o: sum(r.outcome == o for r in rs) for o in ("ingested", "unchanged", "skipped", "failed")}
+        table.add_row(
+            lang, str(len(done)), str(count["ingested"]), str(count["unchanged"]), str(count["skipped"]),
+            f"[red]{count['failed']}[/red]" if count["failed"] else "0",
+            str(sum(r.articles for r in done)),
+            str(sum(r.repealed for r in done)),
+            str(sum(r.chunks for r in done)),
+        )
+    return table
+
+
+def failures_table(report: IngestReport) -> Table | None:
+    """The failed documents with their reasons, or None when nothing failed."""
+    if report.ok:
+        return None
+    table = Table(title="Failed documents (their previous records, if any, are kept)")
+    table.add_column("document")
+    table.add_column("lang")
+    table.add_column("reason", overflow="fold")
+    for r in report.failures:
+        table.add_row(r.doc_id, r.lang, r.reason)
+    return table
