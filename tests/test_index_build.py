@@ -1,0 +1,165 @@
+"""build_index / load_vector_store: dense scope, cache reuse, re-embedding, interrupted builds, staleness."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from config import Settings
+from corpus.errors import IndexNotReady
+from corpus.records import Chunk
+from index.build import build_index, embedding_text, load_vector_store, metadata_filter, select_chunks
+from index.faiss_store import LawFAISS
+from tests.support.index import KeywordEmbeddings, make_chunk, write_chunks_jsonl
+
+WORDS = ["кража", "грабеж", "разбой", "убийство", "ұрлық"]
+UK = "K1400000226"
+
+
+def corpus() -> list[Chunk]:
+    chapter = ("Особенная часть", "Глава 13. Уголовные правонарушения против собственности")
+    return [
+        make_chunk(UK, "ru", "188", "Кража", "1. Кража, то есть тайное хищение.", path=chapter),
+        make_chunk(UK, "ru", "188", "Кража", "2. Кража, совершенная группой лиц.", part=1, path=chapter),
+        make_chunk(UK, "ru", "190", "Грабеж", "1. Грабеж, то есть открытое хищение.", path=chapter),
+        make_chunk(UK, "ru", "192", "Разбой", "1. Разбой, то есть нападение.", path=chapter),
+        make_chunk(UK, "ru", "99", "Убийство", "1. Убийство, то есть умышленное причинение смерти."),
+        make_chunk(UK, "kk", "188", "Ұрлық", "1. Ұрлық, яғни бөтеннің мүлкін жасырын ұрлау."),
+        make_chunk(
+            "K1400000235",
+            "ru",
+            "134",
+            "Мелкое хищение",
+            "1. Мелкая кража или грабеж чужого имущества.",
+            code="КоАП РК",
+        ),
+    ]
+
+
+@pytest.fixture
+def fake() -> KeywordEmbeddings:
+    return KeywordEmbeddings(WORDS)
+
+
+def test_embedding_text_is_header_chapter_body_truncated(settings: Settings) -> None:
+    c = corpus()[0]
+    assert embedding_text(c, settings) == (
+        "УК РК. Статья 188. Кража\nГлава 13. Уголовные правонарушения против собственности\n"
+        "1. Кража, то есть тайное хищение."
+    )
+    short = settings.model_copy(update={"embed_max_chars": 30})
+    assert embedding_text(c, short) == "УК РК. Статья 188. Кража\nГлава"
+    assert embedding_text(corpus()[4], settings).startswith("УК РК. Статья 99. Убийство\n1. Убийство")
+
+
+def test_dense_scope_selects_first_chunks_or_all(settings: Settings) -> None:
+    first = select_chunks(corpus(), settings)
+    assert [c.chunk_id for c in first] == [f"{c.chunk_id}" for c in corpus() if c.chunk_id.endswith(":0")]
+    assert len(first) == 6
+    assert len(select_chunks(corpus(), settings.model_copy(update={"dense_scope": "all_chunks"}))) == 7
+
+
+def test_build_then_load_and_search_with_filters(settings: Settings, fake: KeywordEmbeddings) -> None:
+    report = build_index(settings, chunks=corpus(), embeddings=fake, progress=False)
+    assert (report.store, report.chunks, report.vectors, report.embedded, report.from_cache) == (
+        "faiss",
+        7,
+        6,
+        6,
+        0,
+    )
+    assert report.size_bytes > 0 and not report.unchanged
+    assert sorted(fake.embedded) == sorted(
+        embedding_text(c, settings) for c in select_chunks(corpus(), settings)
+    )
+
+    store = load_vector_store(settings, embeddings=fake, chunks=corpus())
+    assert isinstance(store, LawFAISS)
+    [(top, score)] = store.similarity_search_with_score("кража", k=1)
+    assert top.id == f"{UK}:ru:188:0" and top.page_content == corpus()[0].text
+    assert top.metadata["article_key"] == f"{UK}:188" and top.metadata["lang"] == "ru"
+    hits = store.similarity_search_with_score("кража", k=5, filter=metadata_filter(doc_id="K1400000235"))
+    assert [d.metadata["article"] for d, _ in hits] == ["134"]
+    hits = store.similarity_search("хищение", k=5, filter=metadata_filter(lang="ru", article=["190", "192"]))
+    assert sorted(d.metadata["article"] for d in hits) == ["190", "192"]
+    assert metadata_filter(doc_id="X", article=("1", "2"), lang=None) == {
+        "doc_id": {"$eq": "X"},
+        "article": {"$in": ["1", "2"]},
+    }
+
+
+def test_second_build_embeds_nothing_and_rewrites_nothing(
+    settings: Settings, fake: KeywordEmbeddings
+) -> None:
+    build_index(settings, chunks=corpus(), embeddings=fake, progress=False)
+    index_file = settings.index_dir / "faiss" / "index.faiss"
+    mtime = index_file.stat().st_mtime_ns
+    again = build_index(settings, chunks=corpus(), embeddings=KeywordEmbeddings(WORDS), progress=False)
+    assert (again.embedded, again.from_cache, again.unchanged) == (0, 6, True)
+    assert index_file.stat().st_mtime_ns == mtime
+
+
+def test_changed_chunk_is_the_only_one_re_embedded(settings: Settings, fake: KeywordEmbeddings) -> None:
+    build_index(settings, chunks=corpus(), embeddings=fake, progress=False)
+    changed = corpus()
+    changed[2] = dataclasses.replace(changed[2], text=changed[2].text + " Грабеж с насилием.")
+    second = KeywordEmbeddings(WORDS)
+    report = build_index(settings, chunks=changed, embeddings=second, progress=False)
+    assert second.embedded == [embedding_text(changed[2], settings)]
+    assert (report.embedded, report.from_cache, report.unchanged) == (1, 5, False)
+    store = load_vector_store(settings, embeddings=second, chunks=changed)
+    assert store.similarity_search("грабеж", k=1)[0].page_content.endswith("Грабеж с насилием.")
+
+    # a metadata-only change (a new anchor in the url) keeps the vector but updates the stored document
+    moved = [*changed]
+    moved[3] = dataclasses.replace(moved[3], url=moved[3].url + "#z192")
+    third = KeywordEmbeddings(WORDS)
+    report = build_index(settings, chunks=moved, embeddings=third, progress=False)
+    assert third.embedded == [] and not report.unchanged
+    top = load_vector_store(settings, embeddings=third, chunks=moved).similarity_search("разбой", k=1)[0]
+    assert top.metadata["url"].endswith("#z192")
+
+
+def test_interrupted_build_keeps_old_index_and_resumes(settings: Settings, fake: KeywordEmbeddings) -> None:
+    small = corpus()[:3]
+    build_index(settings, chunks=small, embeddings=fake, progress=False)
+    bigger = settings.model_copy(update={"dense_scope": "all_chunks"})
+    failing = KeywordEmbeddings(WORDS, fail_after=2)
+    big = [*corpus(), *(make_chunk(UK, "ru", str(300 + i), "Статья", f"убийство {i}") for i in range(40))]
+    with pytest.raises(RuntimeError, match="injected"):
+        build_index(bigger, chunks=big, embeddings=failing, progress=False)
+    # the previous index is intact and loads (for the settings it was built with)
+    assert len(load_vector_store(settings, embeddings=fake, chunks=small).documents_in_order()) == 2
+    with pytest.raises(IndexNotReady, match="dense_scope"):
+        load_vector_store(bigger, embeddings=fake, chunks=big)
+
+    resumed = KeywordEmbeddings(WORDS)
+    report = build_index(bigger, chunks=big, embeddings=resumed, progress=False)
+    # 2 old first chunks and the 32 embedded before the failure come from the cache
+    assert report.vectors == 47 and report.from_cache == len(failing.embedded) + 2
+    assert len(resumed.embedded) == 47 - report.from_cache
+    assert len(load_vector_store(bigger, embeddings=resumed, chunks=big).documents_in_order()) == 47
+
+
+def test_load_reports_missing_and_stale_index(settings: Settings, fake: KeywordEmbeddings) -> None:
+    with pytest.raises(IndexNotReady, match="python -m ingest_adilet index --data-dir"):
+        load_vector_store(settings, embeddings=fake)
+    write_chunks_jsonl(settings.corpus_dir / "chunks.jsonl", corpus())
+    build_index(settings, embeddings=fake, progress=False)  # reads DATA_DIR/corpus/chunks.jsonl
+    assert isinstance(load_vector_store(settings, embeddings=fake), LawFAISS)
+    with pytest.raises(IndexNotReady, match="built with keywords"):
+        load_vector_store(settings, embeddings=KeywordEmbeddings(["другое"]))
+    # the corpus file rewritten with the same chunks is still current; a changed chunk makes the index stale
+    write_chunks_jsonl(settings.corpus_dir / "chunks.jsonl", corpus())
+    assert isinstance(load_vector_store(settings, embeddings=fake), LawFAISS)
+    changed = corpus()
+    changed[0] = dataclasses.replace(changed[0], title="Кража (новая редакция)")
+    write_chunks_jsonl(settings.corpus_dir / "chunks.jsonl", changed)
+    with pytest.raises(IndexNotReady, match="corpus changed"):
+        load_vector_store(settings, embeddings=fake)
+
+
+def test_empty_corpus_says_to_ingest(settings: Settings, fake: KeywordEmbeddings) -> None:
+    with pytest.raises(IndexNotReady, match="ingest"):
+        build_index(settings, embeddings=fake, progress=False)
