@@ -1,0 +1,132 @@
+"""The answer without a model: the parts of the retrieved articles that match the question, with citations."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from answer.context import clip, label
+from answer.lexical import TermSet, coverage
+from answer.records import Source
+from answer.templates import load_phrases
+from config import CRIMINAL_CODE_ID, Settings
+from retrieval.analyzer import analyze
+
+logger = logging.getLogger(__name__)
+
+# «1. Кража, …» / «2-1. …» opens a numbered part; sub-items «1)» and the «наказывается …» line belong to it.
+_PART_RE = re.compile(r"^\d+(?:-\d+)?\.\s")
+# A sub-item that is only a repeal note says nothing to the reader of today's law.
+_REPEALED_ITEM_RE = re.compile(
+    r"^\d+(?:-\d+)?\)\s*(?:исключен|утратил|алып\s+тасталды|алынып\s+тасталды)", re.I
+)
+_PUNISHMENT_RE = re.compile(r"наказыва|жазалан", re.I)
+
+MAX_SOURCES = 3  # sources quoted for a question about one matter
+MAX_RANGE_SOURCES = 8  # a range question gets every article of the range
+TOP_SOURCE_CHARS = 1800  # room for the best source: a whole article of the Criminal Code fits
+OTHER_SOURCE_CHARS = 700
+UNIT_CHARS = 700
+UNITS_PER_SOURCE = 2  # outside crime questions
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A numbered part of an article (with its sub-items) or a paragraph, in reading order."""
+
+    index: int
+    text: str
+    score: float
+    punishment: bool
+
+
+def units(text: str) -> list[str]:
+    """Numbered parts with their sub-items, or paragraphs when the article has no numbered parts."""
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip() and not _REPEALED_ITEM_RE.match(ln.strip())]
+    out: list[list[str]] = []
+    for line in lines:
+        if _PART_RE.match(line) or not out or not _PART_RE.match(out[-1][0]):
+            out.append([line])
+        else:
+            out[-1].append(line)
+    return ["\n".join(u) for u in out]
+
+
+def _scored_units(source: Source, question_terms: list[str]) -> list[_Unit]:
+    return [
+        _Unit(i, u, coverage(question_terms, TermSet.of(u, source.lang)), bool(_PUNISHMENT_RE.search(u)))
+        for i, u in enumerate(units(source.snippet))
+    ]
+
+
+def _pick(scored: list[_Unit], *, crime: bool, budget: int) -> list[_Unit]:
+    """The units to quote, in reading order, within `budget` characters."""
+    if crime and any(u.punishment for u in scored):
+        # A crime question is about the punishment: every part that sets one, best first if room runs out.
+        wanted = sorted((u for u in scored if u.punishment), key=lambda u: (u.index != 0, -u.score, u.index))
+    else:
+        matching = sorted((u for u in scored if u.score > 0), key=lambda u: (-u.score, u.index))
+        wanted = matching[:UNITS_PER_SOURCE] or scored[:1]
+    picked: list[_Unit] = []
+    used = 0
+    for u in wanted:
+        size = min(len(u.text), UNIT_CHARS)
+        if picked and used + size > budget:
+            continue
+        picked.append(u)
+        used += size
+    return sorted(picked, key=lambda u: u.index)
+
+
+def _relevant(sources: Sequence[Source], question_terms: list[str], *, is_range: bool) -> list[Source]:
+    """The best source always; others sharing at least half as many question terms as the best match."""
+    if is_range:
+        return list(sources[:MAX_RANGE_SOURCES])
+    scores = [coverage(question_terms, TermSet.of(f"{s.title}\n{s.snippet}", s.lang)) for s in sources]
+    best = max(scores, default=0.0)
+    pairs = enumerate(zip(sources, scores, strict=True))
+    keep = [s for i, (s, sc) in pairs if i == 0 or sc > 0 and sc >= best / 2]
+    return keep[:MAX_SOURCES]
+
+
+def _quote(source: Source, picked: list[_Unit]) -> str:
+    parts: list[str] = []
+    last = -1
+    for u in picked:
+        if u.index > last + 1:
+            parts.append("…")
+        parts.append(clip(u.text, UNIT_CHARS))
+        last = u.index
+    return "\n".join(parts)
+
+
+def extractive_answer(
+    question: str,
+    sources: Sequence[Source],
+    *,
+    lang: str,
+    is_criminal: bool,
+    settings: Settings,
+    is_range: bool = False,
+    note: str | None = None,
+) -> str:
+    """Quotes of the matching parts of the relevant sources with citations and links, then the disclaimer."""
+    phrases = load_phrases(settings, lang)
+    head = [note] if note else []
+    if not sources:
+        return "\n\n".join([*head, phrases.no_sources, phrases.disclaimer])
+    question_terms = analyze(question, "kk" if lang == "kk" else "ru")
+    blocks: list[str] = []
+    for rank, source in enumerate(_relevant(sources, question_terms, is_range=is_range)):
+        crime = is_criminal and source.doc_id == CRIMINAL_CODE_ID
+        budget = TOP_SOURCE_CHARS if rank == 0 and not is_range else OTHER_SOURCE_CHARS
+        picked = _pick(_scored_units(source, question_terms), crime=crime, budget=budget)
+        lines = [label(source, settings)]
+        if source.url:
+            lines.append(source.url)
+        if picked:
+            lines.append(_quote(source, picked))
+        blocks.append("\n".join(lines))
+    return "\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer])

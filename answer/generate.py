@@ -1,0 +1,128 @@
+"""The answer stage: template, context, model, grounding; the extractive answer when any of them fails."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from langchain_core.documents import Document
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
+
+from answer.context import format_context, label, to_sources
+from answer.extractive import extractive_answer
+from answer.grounding import check_grounding, strip_disclaimer
+from answer.llm import backend_of, build_chat_model
+from answer.records import Answer, Source
+from answer.templates import Phrases, load_phrases, load_template, select_template
+from config import Settings
+
+logger = logging.getLogger(__name__)
+
+EXTRACTIVE = "extractive"
+
+
+def _finish(
+    text: str, sources: Sequence[Source], cited: Sequence[str], phrases: Phrases, settings: Settings
+) -> str:
+    """The model's text, then the sources it cites with their links, then the disclaimer (always, once)."""
+    body = strip_disclaimer(text, phrases.disclaimer).strip()
+    listed = [s for s in sources if s.source_id in cited]
+    block = "\n".join(f"{label(s, settings)} — {s.url}" if s.url else label(s, settings) for s in listed)
+    parts = [body, f"{phrases.sources_heading}\n{block}" if listed else "", phrases.disclaimer]
+    return "\n\n".join(p for p in parts if p)
+
+
+def answer_chain(settings: Settings, template: str, lang: str, chat_model: Runnable) -> Runnable:
+    """prompt | model | {text, backend}: the model's reply as text, and the backend that gave it."""
+    prompt = load_template(settings, template, lang)  # type: ignore[arg-type]
+    return prompt | chat_model | RunnableParallel(text=StrOutputParser(), backend=RunnableLambda(backend_of))
+
+
+def answer_question(
+    question: str,
+    docs: Sequence[Document],
+    *,
+    lang: str,
+    is_criminal: bool,
+    is_range: bool,
+    settings: Settings,
+    chat_model: Runnable | None = None,
+) -> Answer:
+    """Answer from the retrieved documents; the model when one answers and passes grounding, else the quotes.
+
+    `chat_model` defaults to `build_chat_model(settings)`; build it once and pass it in to reuse its clients.
+    """
+    timings: dict[str, float] = {}
+    start = t = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        timings[name] = now - t
+        t = now
+
+    template = select_template(is_range, is_criminal)
+    phrases = load_phrases(settings, lang)
+    sources = to_sources(docs, settings)
+    context = format_context(sources, settings)
+    model = chat_model if chat_model is not None else build_chat_model(settings)
+    lap("context")
+
+    notes: list[str] = []
+    user_note: str | None = None
+    if not sources:
+        notes.append("no sources")
+    elif model is None:
+        notes.append("no chat model configured")
+    else:
+        try:
+            reply = answer_chain(settings, template, lang, model).invoke(
+                {"question": question, "context": context}
+            )
+        except Exception as err:  # every backend failed: the quotes still answer
+            logger.warning("chat model failed, answering with quotes: %s: %s", type(err).__name__, err)
+            logger.debug("chat model failure", exc_info=True)
+            notes.append(f"model failed: {type(err).__name__}: {err}")
+            user_note = phrases.model_failed
+            lap("llm")
+        else:
+            lap("llm")
+            verdict = check_grounding(
+                reply["text"],
+                sources,
+                lang=lang,
+                is_criminal=is_criminal,
+                settings=settings,
+                question=question,
+            )
+            lap("grounding")
+            if verdict.ok:
+                timings["total"] = time.perf_counter() - start
+                return Answer(
+                    text=_finish(reply["text"], sources, verdict.cited, phrases, settings),
+                    sources=sources,
+                    template=template,
+                    backend=reply["backend"],
+                    grounded=True,
+                    notes=verdict.notes,
+                    timings=timings,
+                )
+            logger.info("answer of %s failed grounding: %s", reply["backend"], "; ".join(verdict.notes))
+            notes += [f"{reply['backend']} answer failed grounding", *verdict.notes]
+            user_note = phrases.grounding_failed
+
+    text = extractive_answer(
+        question,
+        sources,
+        lang=lang,
+        is_criminal=is_criminal,
+        is_range=is_range,
+        settings=settings,
+        note=user_note,
+    )
+    lap("extractive")
+    timings["total"] = time.perf_counter() - start
+    # Quotes of the sources are grounded by construction; with no source there is nothing to rest on.
+    return Answer(text, sources, template, EXTRACTIVE, bool(sources), tuple(notes), timings)
