@@ -129,7 +129,8 @@ def _records(
     )
 
 
-def _select(doc_ids: Sequence[str] | None) -> list[AdiletSource]:
+def select_sources(doc_ids: Sequence[str] | None) -> list[AdiletSource]:
+    """The registry entries to ingest: all, or the given ids (an unknown id is a UserError)."""
     if not doc_ids:
         return list(ADILET_SOURCES)
     known = {s.doc_id: s for s in ADILET_SOURCES}
@@ -157,7 +158,7 @@ def ingest(
         raise UserError(
             f"--from-dir {source_dir} is not a directory (expected rus/ID.txt, kaz/ID.txt, html/ID.html)"
         )
-    docs = _select(doc_ids)
+    docs = select_sources(doc_ids)
     lang_list: list[Lang] = list(dict.fromkeys(langs or settings.ingest_languages))
     corpus_dir = settings.corpus_dir
     manifest = read_manifest(corpus_dir)

@@ -1,0 +1,123 @@
+"""Command line: `python -m ingest_adilet` builds the corpus, `python -m ingest_adilet index` the index."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.logging import RichHandler
+
+from config import Settings
+from corpus.errors import UserError
+from corpus.store import MANIFEST_FILE
+
+_console = Console(stderr=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ingest_adilet",
+        description="Build the article corpus (DATA_DIR/corpus) from adilet.zan.kz or from a local copy of "
+        "its texts. Documents whose input has not changed are not parsed again; a document that fails "
+        "keeps its previous records.",
+        epilog="Then build the search index: python -m ingest_adilet index",
+    )
+    parser.add_argument(
+        "--from-dir", type=Path, metavar="DIR",
+        help="read texts from DIR (rus/ID.txt, kaz/ID.txt, html/ID.html) instead of live adilet",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, metavar="DIR", help="where the corpus goes (default: DATA_DIR)"
+    )
+    parser.add_argument(
+        "--docs", nargs="+", metavar="ID", help="only these adilet ids (default: every registry document)"
+    )
+    parser.add_argument(
+        "--lang", nargs="+", choices=["ru", "kk"], help="languages (default: INGEST_LANGUAGES)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
+    sub = parser.add_subparsers(dest="command", metavar="{index}")
+    index = sub.add_parser(
+        "index", help="build the search index from the corpus",
+        description="Embed the corpus chunks and build the BM25 and vector indexes (DATA_DIR/index).",
+    )
+    # SUPPRESS keeps a --data-dir given before the subcommand when none is given after it.
+    index.add_argument("--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
+                       help="where the corpus is and the index goes (default: DATA_DIR)")
+    index.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step"
+    )
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {"data_dir": args.data_dir} if args.data_dir else {}
+    return Settings(**overrides)
+
+
+def _ingest(args: argparse.Namespace, settings: Settings) -> int:
+    from ingest_adilet.pipeline import failures_table, ingest, select_sources, summary_table
+
+    source_dir = args.from_dir or settings.source_dir
+    if not (settings.corpus_dir / MANIFEST_FILE).exists():
+        n_docs = len(select_sources(args.docs))
+        n_langs = len(args.lang or settings.ingest_languages)
+        if source_dir is not None:
+            eta = "well under a minute"
+            origin = f"the texts in {source_dir}"
+        else:
+            eta = f"about {max(1, round(n_docs * n_langs * (settings.http_delay + 3) / 60))} min"
+            origin = f"{settings.adilet_base_url} (politely, one request at a time)"
+        _console.print(
+            f"Building the corpus in {settings.corpus_dir} from {origin}: {n_docs} documents × {n_langs} "
+            f"language(s), parsed into articles and chunks; this takes {eta}."
+        )
+    report = ingest(
+        settings, source_dir=source_dir, doc_ids=args.docs, langs=args.lang, progress=not args.no_progress
+    )
+    out = Console()
+    out.print(summary_table(report))
+    failures = failures_table(report)
+    if failures is not None:
+        out.print(failures)
+        return 1
+    out.print("Next: python -m ingest_adilet index")
+    return 0
+
+
+def _index(settings: Settings) -> int:
+    try:
+        from index.build import build_index
+    except ImportError as err:
+        raise UserError(f"The index builder is not available in this checkout ({err}).") from err
+    report = build_index(settings)
+    Console().print(report)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2 for user errors, 1 when a document failed)."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(name)s: %(message)s",
+        handlers=[RichHandler(console=_console, show_time=False, show_path=False)],
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    try:
+        settings = _settings(args)
+        if args.command == "index":
+            return _index(settings)
+        return _ingest(args, settings)
+    except UserError as err:
+        _console.print(f"[red]error:[/red] {err}", highlight=False)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
