@@ -33,8 +33,8 @@ _KK_ARTICLE = re.compile(
 _I = "[іiІI]"  # Kazakh «і» is often typed as a Latin «i»
 _ROMAN = "[IVXLCІ]+"
 _STRUCTURAL: tuple[tuple[Level, re.Pattern[str]], ...] = (
-    ("part", re.compile(r"^(?:ОБЩАЯ|ОСОБЕННАЯ)\s+ЧАСТЬ\b")),
-    ("part", re.compile(rf"^(?:ЖАЛПЫ|ЕРЕКШЕ)\s+(?:БӨЛ{_I}М|бөл{_I}м)(?![^\W\d_])")),
+    ("part", re.compile(r"^(?:ОБЩАЯ\s+ЧАСТЬ|ОСОБЕННАЯ\s+ЧАСТЬ|Общая\s+часть|Особенная\s+часть)\s*$")),
+    ("part", re.compile(rf"^(?:ЖАЛПЫ|ЕРЕКШЕ|Жалпы|Ерекше)\s+(?:БӨЛ{_I}М|бөл{_I}м)\s*$")),
     ("section", re.compile(rf"^(?:Раздел|РАЗДЕЛ)\s+(?:{_NUM}|{_ROMAN})\b\s*(?:[.:]|$|[А-ЯЁ«\"(])")),
     ("section", re.compile(rf"^(?:{_NUM}|{_ROMAN})\s*-?\s*(?:бөл{_I}м|Бөл{_I}м|БӨЛ{_I}М)(?![^\W\d_])")),
     ("chapter", re.compile(rf"^(?:Глава|ГЛАВА)\s+(?:{_NUM}|{_ROMAN})\b\s*(?:[.:]|$|[А-ЯЁ«\"(])")),

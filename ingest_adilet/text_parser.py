@@ -127,8 +127,10 @@ def parse_text(
                 cut = trailing_editor_note(current.body, heading.number)
                 carried = current.body[cut:]
                 current.body = current.body[:cut]
+            # Notes before the first article concern the whole document (its table of contents, its
+            # commencement), not article 1; later ones (under a chapter heading) go to the next article.
+            carried = (_notes_only(between) if articles or current is not None else []) + carried
             close()
-            carried = _notes_only(between) + carried
             between = []
             current = _Open(heading, path.current(), [_raw_title(line, heading)], carried)
             last_level = None
