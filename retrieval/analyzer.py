@@ -196,7 +196,7 @@ _WORD_RE = re.compile(r"[^\W\d_]+")
 
 
 def detect_lang(text: str) -> Lang:
-    """"kk" when Kazakh letters or frequent Kazakh words outweigh Russian ones, else "ru"."""
+    """ "kk" when Kazakh letters or frequent Kazakh words outweigh Russian ones, else "ru"."""
     kk = ru = 0
     for word in _WORD_RE.findall(normalize(text)):
         if has_kazakh_letters(word) or word in _KK_MARKERS:
