@@ -88,10 +88,7 @@ def build_index(
     start = time.perf_counter()
     all_chunks = list(chunks) if chunks is not None else read_chunks(settings)
     if not all_chunks:
-        raise IndexNotReady(
-            f"The corpus in {settings.corpus_dir} is empty: run the ingest first "
-            "(`python -m ingest_adilet --help`)."
-        )
+        raise IndexNotReady(f"The corpus in {settings.corpus_dir} has no chunks: run the ingest first.")
     selected = select_chunks(all_chunks, settings)
     embeddings = embeddings or make_embeddings(settings)
     if settings.vector_store == "pinecone":
@@ -122,19 +119,10 @@ def load_vector_store(
 
 
 def read_chunks(settings: Settings) -> list[Chunk]:
-    """The corpus chunks from DATA_DIR/corpus/chunks.jsonl."""
-    try:
-        from corpus.store import load_chunks  # the corpus stage owns the file format
-    except ImportError:  # corpus/store.py not landed yet: the format is one Chunk JSON object per line
-        path = settings.corpus_dir / "chunks.jsonl"
-        if not path.exists():
-            return []
-        with path.open(encoding="utf-8") as f:
-            return [Chunk.from_json(json.loads(line)) for line in f if line.strip()]
-    try:
-        return list(load_chunks(settings.corpus_dir))
-    except FileNotFoundError:
-        return []
+    """The corpus chunks (DATA_DIR/corpus/chunks.jsonl); IndexNotReady naming the ingest command if absent."""
+    from corpus.store import load_chunks
+
+    return load_chunks(settings.corpus_dir)
 
 
 # --- FAISS -------------------------------------------------------------------------------------------

@@ -104,3 +104,15 @@ def save_tiny_sentence_transformer(folder: Path) -> Path:
     out = folder / "tiny-e5"
     SentenceTransformer(modules=[transformer, pooling], device="cpu").save(str(out))
     return out
+
+
+def criminal_code_chunks(shared_dir: Path, numbers: list[str]) -> list[Chunk]:
+    """Chunks of the given articles of the Criminal Code (ru), made by the real parser and chunker."""
+    from config import CRIMINAL_CODE_ID, source
+    from corpus.chunking import chunk_article
+    from ingest_adilet.text_parser import parse_text
+
+    text = (shared_dir / "corpus" / "rus" / f"{CRIMINAL_CODE_ID}.txt").read_text(encoding="utf-8")
+    wanted = set(numbers)
+    articles = [a for a in parse_text(text, CRIMINAL_CODE_ID, "ru") if a.number in wanted]
+    return [c for a in articles for c in chunk_article(a, source(CRIMINAL_CODE_ID))]
