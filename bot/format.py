@@ -1,0 +1,214 @@
+"""Telegram HTML for answers and articles, and splitting it into messages Telegram accepts."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+
+from telegram.constants import MessageLimit
+
+from answer.records import QAResult, Source
+from bot.texts import Lang, t
+from config import SOURCES_BY_ID
+from corpus.records import Article
+
+MAX_MESSAGE = MessageLimit.MAX_TEXT_LENGTH  # 4096
+
+# Atoms are never cut: a tag, an entity, newlines, other whitespace, a word, a stray "&" or "<".
+_ATOM = re.compile(r"<[^<>]*>|&(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z]\w*);|\n\n+|\n|[^\S\n]+|[^\s<&]+|[<&]")
+_TAG = re.compile(r"<(/?)([A-Za-z][\w-]*)")
+_SENTENCE_END = re.compile(r"[.!?…;:»)\]]$")
+
+# How good a place to cut is the end of an atom: paragraph > line/sentence > word > anywhere.
+_PARAGRAPH, _SENTENCE, _WORD, _ANY = 3, 2, 1, 0
+
+
+def split_html(text: str, limit: int = MAX_MESSAGE) -> list[str]:
+    """Split Telegram HTML into parts of at most `limit` characters.
+
+    Whole paragraphs move to the next part when they fit in one; a paragraph too long for any part is cut at
+    the end of a sentence or line, else between words, else between characters; never inside a tag or an
+    entity. Tags open at a cut are closed at the end of the part and reopened at the start of the next one, so
+    every part parses on its own. Length is counted on the HTML source, not shorter than what Telegram counts.
+    """
+    text = text.strip()
+    if len(text) <= limit:
+        return [text] if text else []
+    atoms = _atoms(text, max_word=max(1, limit // 4))
+    scores = _scores(atoms)
+    # Length from each atom to the end of its paragraph: does the rest of a paragraph fit in a part alone?
+    to_para_end = [0] * (len(atoms) + 1)
+    for i in range(len(atoms) - 1, -1, -1):
+        to_para_end[i] = 0 if scores[i] == _PARAGRAPH else len(atoms[i]) + to_para_end[i + 1]
+    parts: list[str] = []
+    start, carried = 0, []  # carried: opening tags to reopen at the start of the next part
+    while start < len(atoms):
+        cut, stack = _find_cut(atoms, scores, to_para_end, start, carried, limit)
+        body = "".join(atoms[start:cut]).rstrip()
+        part = "".join(tag for _, tag in carried) + body + _closers(stack)
+        if body.strip():
+            parts.append(part)
+        start, carried = cut, stack
+        while start < len(atoms) and atoms[start].isspace():  # the next part does not start with blank lines
+            start += 1
+    return parts
+
+
+def _atoms(text: str, max_word: int) -> list[str]:
+    """Tokenize; words longer than `max_word` become single characters so they can be cut."""
+    out: list[str] = []
+    for atom in _ATOM.findall(text):
+        if len(atom) > max_word and not atom.startswith("<") and not atom.isspace():
+            out.extend(atom)
+        else:
+            out.append(atom)
+    return out
+
+
+def _scores(atoms: list[str]) -> list[int]:
+    """The cut quality after each atom."""
+    scores: list[int] = []
+    last_text = ""
+    for atom in atoms:
+        if atom.startswith("\n\n"):
+            scores.append(_PARAGRAPH)
+        elif atom == "\n":
+            scores.append(_SENTENCE)
+        elif atom.isspace():
+            scores.append(_SENTENCE if _SENTENCE_END.search(last_text) else _WORD)
+        else:
+            scores.append(_ANY)
+        if not atom.startswith("<") and not atom.isspace():
+            last_text = atom
+    return scores
+
+
+def _push(stack: list[tuple[str, str]], atom: str) -> list[tuple[str, str]]:
+    """The stack of open tags after `atom`."""
+    m = _TAG.match(atom)
+    if not m or atom.endswith("/>"):
+        return stack
+    closing, name = m.group(1), m.group(2).lower()
+    if not closing:
+        return [*stack, (name, atom)]
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i][0] == name:
+            return stack[:i]
+    return stack
+
+
+def _closers(stack: list[tuple[str, str]]) -> str:
+    return "".join(f"</{name}>" for name, _ in reversed(stack))
+
+
+def _find_cut(
+    atoms: list[str],
+    scores: list[int],
+    to_para_end: list[int],
+    start: int,
+    carried: list[tuple[str, str]],
+    limit: int,
+) -> tuple[int, list[tuple[str, str]]]:
+    """Fill one part greedily from `start`; return where to cut and the tags open there."""
+    length = sum(len(tag) for _, tag in carried)
+    stack = carried
+    best: dict[int, tuple[int, list[tuple[str, str]]]] = {}  # score -> latest cut with that score
+    lengths: dict[int, int] = {}
+    i = start
+    while i < len(atoms):
+        new_stack = _push(stack, atoms[i])
+        if length + len(atoms[i]) + len(_closers(new_stack)) > limit:
+            break
+        length += len(atoms[i])
+        stack = new_stack
+        i += 1
+        best[scores[i - 1]] = (i, stack)
+        lengths[scores[i - 1]] = length
+    if i == len(atoms):
+        return i, stack
+    if i == start:
+        raise ValueError(f"cannot fit {atoms[i][:40]!r} into a message of {limit} characters")
+    if _PARAGRAPH in best:
+        cut, open_tags = best[_PARAGRAPH]
+        reopen = sum(len(tag) + len(name) + 3 for name, tag in open_tags)
+        if to_para_end[cut] + reopen <= limit:  # the next paragraph fits in a part of its own: move it whole
+            return cut, open_tags
+    # The paragraph is too long for any part: fill this one and cut late, at a sentence if one is in the
+    # second half, else between words.
+    for score in (_SENTENCE, _WORD):
+        if score in best and lengths[score] >= limit // 2:
+            return best[score]
+    for score in (_PARAGRAPH, _SENTENCE, _WORD):
+        if score in best:
+            return best[score]
+    return i, stack
+
+
+def escape(text: str) -> str:
+    """Escape text for Telegram HTML (<, >, & and quotes)."""
+    return html.escape(text, quote=True)
+
+
+def link(url: str, label: str) -> str:
+    return f'<a href="{escape(url)}">{escape(label)}</a>'
+
+
+def source_line(source: Source, lang: Lang) -> str:
+    """«[S1] УК РК, Статья 188. Кража» linked to adilet, marked when repealed."""
+    label = source.citation()
+    line = f"<b>[{escape(source.source_id)}]</b> " + (
+        link(source.url, label) if source.url else escape(label)
+    )
+    if source.status == "repealed":
+        line += f" — <i>{t('repealed', lang)}</i>"
+    return line
+
+
+def unique_sources(sources: Iterable[Source]) -> list[Source]:
+    """Sources without repeats of the same article."""
+    seen: set[tuple[str, str, str]] = set()
+    out: list[Source] = []
+    for s in sources:
+        key = (s.doc_id, s.lang, s.article)
+        if key not in seen:
+            seen.add(key)
+            out.append(s)
+    return out
+
+
+def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> list[str]:
+    """The answer, a warning when it is not grounded, and its sources, as HTML messages."""
+    blocks = [escape(result.answer.strip()) or t("empty_answer", lang)]
+    if not result.grounded:
+        blocks.append(f"<i>{t('not_grounded', lang)}</i>")
+    sources = unique_sources(result.sources)
+    if sources:
+        blocks.append(f"<b>{t('sources', lang)}</b>\n" + "\n".join(source_line(s, lang) for s in sources))
+    return split_html("\n\n".join(blocks), limit)
+
+
+def article_heading(article: Article) -> str:
+    """«УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық»."""
+    entry = SOURCES_BY_ID.get(article.doc_id)
+    code = entry.short(article.lang) if entry else article.doc_id
+    number = f"{article.number}-бап" if article.lang == "kk" else f"Статья {article.number}"
+    return f"{code}. {number}. {article.title}".rstrip(". ")
+
+
+def format_article(article: Article, limit: int = MAX_MESSAGE) -> list[str]:
+    """The article verbatim under its heading, with its status, edition and adilet link, as HTML messages."""
+    lang: Lang = "kk" if article.lang == "kk" else "ru"
+    blocks = [f"<b>{escape(article_heading(article))}</b>"]
+    if article.status == "repealed":
+        blocks.append(f"<i>{t('repealed_article', lang)}</i>")
+    if article.text.strip():
+        blocks.append(escape(article.text.strip()))
+    footer = []
+    if article.edition_date:
+        footer.append(t("edition", lang, date=article.edition_date))
+    if article.url:
+        footer.append(link(article.url, "adilet.zan.kz"))
+    if footer:
+        blocks.append(" · ".join(footer))
+    return split_html("\n\n".join(blocks), limit)

@@ -1,0 +1,239 @@
+"""bot.format and bot.keyboards: escaping, splitting at 4096 without breaking HTML, answers and articles."""
+
+from __future__ import annotations
+
+import html
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from answer.records import QAResult
+from bot.format import MAX_MESSAGE, article_heading, format_answer, format_article, split_html
+from bot.keyboards import answer_keyboard, mark_rating
+from bot.texts import t
+from corpus.records import Article
+from tests.support.bot import THEFT_SOURCES, long_answer, make_source, shared_article
+
+TELEGRAM_TAGS = {
+    "b",
+    "strong",
+    "i",
+    "em",
+    "u",
+    "ins",
+    "s",
+    "strike",
+    "del",
+    "a",
+    "code",
+    "pre",
+    "blockquote",
+    "tg-spoiler",
+    "span",
+}
+BAD_AMPERSAND = re.compile(r"&(?!(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z]+);)")
+
+
+class _TagChecker(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        assert tag in TELEGRAM_TAGS, f"<{tag}> is not Telegram HTML"
+        self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes nothing open (open: {self.stack})"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def check_part(part: str, limit: int = MAX_MESSAGE) -> str:
+    """Assert a message is valid Telegram HTML within the limit; return its visible text."""
+    assert 0 < len(part) <= limit
+    assert not BAD_AMPERSAND.search(part), "a broken entity or a bare &"
+    assert not re.search(r"<[^>]*$", part) and not re.search(r"^[^<]*>", part), "a cut tag"
+    checker = _TagChecker()
+    checker.feed(part)
+    checker.close()
+    assert checker.stack == [], f"unclosed tags {checker.stack}"
+    return "".join(checker.text)
+
+
+def visible(parts: list[str]) -> str:
+    return " ".join(" ".join(check_part(p).split()) for p in parts)
+
+
+def result(answer: str, **kw: object) -> QAResult:
+    return QAResult(
+        question="q",
+        answer=answer,
+        sources=kw.pop("sources", THEFT_SOURCES),
+        template="universal",
+        backend="extractive",
+        lang="ru",
+        grounded=kw.pop("grounded", True),
+    )
+
+
+def test_answer_escapes_markup_from_the_model_and_titles() -> None:
+    src = make_source(1, "K1400000226", "188", 'Кража <script> & "другое"')
+    [message] = format_answer(
+        result("Штраф < 100 МРП & арест > 10 суток <b>не тег</b>", sources=(src,)), "ru"
+    )
+    assert "Штраф &lt; 100 МРП &amp; арест &gt; 10 суток &lt;b&gt;не тег&lt;/b&gt;" in message
+    assert "Кража &lt;script&gt; &amp; &quot;другое&quot;" in message
+    assert f'<a href="{src.url}">' in message
+    assert "<script>" not in message
+    assert visible([message]).startswith("Штраф < 100 МРП & арест > 10 суток <b>не тег</b>")
+
+
+def test_answer_lists_each_article_once_with_link_and_status() -> None:
+    repealed = make_source(3, "K1400000226", "189", "Присвоение", status="repealed")
+    sources = (*THEFT_SOURCES, THEFT_SOURCES[0], repealed)
+    [message] = format_answer(result("Ответ [S1].", sources=sources), "ru")
+    lines = message.split("\n")
+    i = lines.index("<b>Источники:</b>")
+    assert lines[i + 1 :] == [
+        f'<b>[S1]</b> <a href="{THEFT_SOURCES[0].url}">УК РК, Статья 188. Кража</a>',
+        f'<b>[S2]</b> <a href="{THEFT_SOURCES[1].url}">КоАП РК, Статья 136. Мелкое хищение</a>',
+        f'<b>[S3]</b> <a href="{repealed.url}">УК РК, Статья 189. Присвоение</a> — <i>утратила силу</i>',
+    ]
+
+
+def test_ungrounded_answer_carries_a_warning_in_the_users_language() -> None:
+    [ru] = format_answer(result("Ответ.", grounded=False), "ru")
+    [kk] = format_answer(result("Жауап.", grounded=False), "kk")
+    assert t("not_grounded", "ru") in ru and "<b>Источники:</b>" in ru
+    assert t("not_grounded", "kk") in kk and "<b>Дереккөздер:</b>" in kk
+
+
+def test_long_answer_splits_on_paragraph_boundaries() -> None:
+    answer = long_answer(paragraphs=12)  # ~6000 characters in 12 paragraphs
+    assert len(answer) > MAX_MESSAGE
+    parts = format_answer(result(answer), "ru")
+    assert len(parts) == 2
+    for part in parts:
+        check_part(part)
+    paragraphs = answer.split("\n\n")
+    first = parts[0].split("\n\n")
+    assert first == paragraphs[: len(first)]  # whole paragraphs only
+    assert parts[1].startswith(paragraphs[len(first)])
+    assert visible(parts).startswith(" ".join(answer.split()))
+
+
+def test_split_fills_parts_and_keeps_every_paragraph() -> None:
+    paragraphs = [f"Абзац {i}. " + "слово " * (20 + 17 * (i % 7)) for i in range(60)]
+    text = "\n\n".join(p.strip() for p in paragraphs)
+    parts = split_html(text, 1000)
+    assert all(len(p) <= 1000 for p in parts)
+    assert "\n\n".join(parts) == text  # no paragraph cut: only whole paragraphs were moved
+    assert len(parts) <= 2 * len(text) // 1000 + 1
+
+
+def test_overlong_paragraph_splits_at_sentences() -> None:
+    sentences = [f"Предложение {i} о сроках исковой давности по договору займа." for i in range(200)]
+    text = " ".join(sentences)  # one paragraph of ~12 000 characters
+    parts = split_html(text, MAX_MESSAGE)
+    assert len(parts) == 3
+    for part in parts:
+        check_part(part)
+        assert part.endswith(".")  # cut after a sentence, not inside one
+    assert " ".join(parts) == text
+
+
+def test_never_breaks_entities_or_tags() -> None:
+    unit = (
+        'Статья &amp; <b>часть &lt;1&gt;</b> <a href="https://adilet.zan.kz/rus/docs/K1400000226">ссылка</a> '
+    )
+    text = "<i>" + unit * 400 + "</i>"  # one paragraph of ~40 000 characters inside <i>
+    for limit in (MAX_MESSAGE, 1000, 333):
+        parts = split_html(text, limit)
+        texts = [check_part(p, limit) for p in parts]
+        assert all(p.startswith("<i>") and p.endswith("</i>") for p in parts)
+        assert " ".join(" ".join(x.split()) for x in texts) == " ".join(
+            html.unescape(re.sub("<[^>]+>", "", text)).split()
+        )
+
+
+def test_a_word_longer_than_a_message_is_cut_between_characters() -> None:
+    text = "x" * 5000 + " &amp;" * 10
+    parts = split_html(text)
+    assert [len(p) for p in parts] == [4096, 964]
+    assert parts[1].endswith("&amp;")
+
+
+def test_short_text_is_one_part_and_blank_is_none() -> None:
+    assert split_html("  <b>Да</b>  ") == ["<b>Да</b>"]
+    assert split_html(" \n\n ") == []
+
+
+def test_article_heading_in_both_languages() -> None:
+    ru = Article(doc_id="K1400000226", lang="ru", number="188", title="Кража", text="...")
+    kk = Article(doc_id="K1400000226", lang="kk", number="188", title="Ұрлық", text="...")
+    assert article_heading(ru) == "УК РК. Статья 188. Кража"
+    assert article_heading(kk) == "ҚР ҚК. 188-бап. Ұрлық"
+
+
+def test_long_real_article_is_shown_whole_in_several_messages(shared_dir) -> None:
+    article = shared_article(shared_dir, "K1400000226", "72")  # ~11 000 characters
+    parts = format_article(article)
+    assert len(parts) == 3
+    assert parts[0].startswith(
+        "<b>УК РК. Статья 72. Условно-досрочное освобождение от отбывания наказания</b>"
+    )
+    assert parts[-1].endswith('<a href="https://adilet.zan.kz/rus/docs/K1400000226">adilet.zan.kz</a>')
+    shown = visible(parts)
+    assert " ".join(article.text.split()) in shown
+
+
+def test_repealed_article_says_so() -> None:
+    article = Article(
+        doc_id="K1400000226",
+        lang="kk",
+        number="190",
+        title="",
+        text="",
+        status="repealed",
+        edition_date="01.01.2025",
+        url="https://adilet.zan.kz/kaz/docs/K1400000226",
+    )
+    [message] = format_article(article)
+    assert message == (
+        "<b>ҚР ҚК. 190-бап</b>\n\n<i>Баптың күші жойылған.</i>\n\n"
+        '01.01.2025 редакциясы · <a href="https://adilet.zan.kz/kaz/docs/K1400000226">adilet.zan.kz</a>'
+    )
+
+
+def test_keyboard_opens_each_article_and_rates_within_64_bytes() -> None:
+    sources = (
+        *THEFT_SOURCES,
+        THEFT_SOURCES[0],
+        *(make_source(i, "K1500000414", str(i), "t") for i in range(3, 12)),
+    )
+    markup = answer_keyboard(result("a", sources=sources), 987654321012, "ru")
+    rows = markup.inline_keyboard
+    urls = [b.url for row in rows for b in row if b.url]
+    assert urls[:2] == [THEFT_SOURCES[0].url, THEFT_SOURCES[1].url]
+    assert len(urls) == 8  # at most eight article buttons, no repeats
+    assert [b.text for b in rows[0]] == ["УК РК, ст. 188", "КоАП РК, ст. 136"]
+    assert [(b.text, b.callback_data) for b in rows[-1]] == [
+        ("👍", "rate:987654321012:up"),
+        ("👎", "rate:987654321012:down"),
+    ]
+    assert all(len(b.callback_data.encode()) <= 64 for row in rows for b in row if b.callback_data)
+    marked = mark_rating(markup, 987654321012, up=False)
+    assert [b.text for b in marked.inline_keyboard[-1]] == ["👍", "✅ 👎"]
+    assert marked.inline_keyboard[:-1] == rows[:-1]
+
+
+@pytest.mark.parametrize("lang,label", [("ru", "УК РК, ст. 188"), ("kk", "ҚР ҚК, 188-бап")])
+def test_article_button_label_follows_the_source_language(lang: str, label: str) -> None:
+    src = make_source(1, "K1400000226", "188", "Кража", lang=lang)
+    markup = answer_keyboard(result("a", sources=(src,)), 1, lang)
+    assert markup.inline_keyboard[0][0].text == label
