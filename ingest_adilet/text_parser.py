@@ -59,7 +59,8 @@ def _article_heading(line: str, prev_blank: bool, after_heading: bool) -> Articl
     heading = match_article_heading(line)
     if heading is None:
         return None
-    dotted = "." in line.split(heading.number, 1)[1][:3]
+    num = re.escape(heading.number)
+    dotted = bool(re.match(rf"(?:Статья|СТАТЬЯ)?\s*{num}\s*(?:-\s*(?:бап|БАП))?\s*\.", clean(line)))
     if indented:
         # Body paragraphs are indented; a few Kazakh pages indent a real «2-1-бап. Title» heading too.
         return heading if dotted and heading.title and prev_blank else None
