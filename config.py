@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     bm25_weight: float = 0.6
     criminal_min_docs: int = 12
     rerank_top_n: int = 8
+    rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     flashrank_model: str = "ms-marco-MultiBERT-L-12"
     flashrank_cache_dir: Path | None = Field(
         default=None, description="Folder holding FlashRank model folders; default DATA_DIR/models/flashrank."

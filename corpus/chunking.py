@@ -15,13 +15,15 @@ from corpus.records import Article, Chunk, content_hash
 
 _PART = re.compile(r"^(\d+(?:-\d+)*)\.\s")  # «1. …», «3-1. …»; «1) …» are sub-items and stay inside the part
 _HEADER_ALLOWANCE = 200
-_SENTENCE_END = re.compile(r"(?<=[.;:!?])\s+(?=[«\"(]?[А-ЯЁӘІҢҒҮҰҚӨҺA-Z0-9])")
+# A sentence ends at . ; : ! ? after a word (not after the «1.» numbering a part), before a capital or digit.
+_SENTENCE_END = re.compile(r"(?<=[^\W\d_)»\"][.;:!?])\s+(?=[«\"(]?[А-ЯЁӘІҢҒҮҰҚӨҺA-Z0-9])")
 
 
 @dataclass(frozen=True)
 class _Piece:
     text: str
     part: str | None  # the numbered part it belongs to, None before the first one
+    inline: bool = False  # continues the paragraph of the piece before it (a sentence split off)
 
 
 def header(article: Article, source: AdiletSource) -> str:
@@ -74,22 +76,37 @@ def _fit(piece: _Piece, max_chars: int) -> list[_Piece]:
             out.extend(_fit(_Piece(para, piece.part), max_chars))
         return out
     for sentence in _SENTENCE_END.split(piece.text):
-        out.extend(_Piece(s, piece.part) for s in _hard_split(sentence, max_chars))
+        out.extend(_Piece(s, piece.part, inline=True) for s in _hard_split(sentence, max_chars))
+    return [_Piece(out[0].text, out[0].part, piece.inline), *out[1:]]
+
+
+def _join(pieces: list[_Piece]) -> str:
+    out = ""
+    for i, p in enumerate(pieces):
+        out += ("" if i == 0 else " " if p.inline else "\n") + p.text
     return out
 
 
-def _pack(pieces: list[_Piece], max_chars: int) -> list[list[_Piece]]:
-    """Greedily group consecutive pieces into chunks whose joined text stays within max_chars."""
+def _pack(parts: list[list[_Piece]], max_chars: int) -> list[list[_Piece]]:
+    """Group consecutive parts into chunks within max_chars; a part that fits is never cut across chunks.
+
+    A part too long for one chunk starts a chunk of its own and its pieces are packed greedily; the next
+    part may join its last chunk.
+    """
     groups: list[list[_Piece]] = []
-    size = 0
-    for piece in pieces:
-        sep = 0 if not groups or not groups[-1] else 1
-        if groups and groups[-1] and size + sep + len(piece.text) <= max_chars:
-            groups[-1].append(piece)
-            size += sep + len(piece.text)
+    for pieces in parts:
+        whole = _join(pieces)
+        if groups and len(_join(groups[-1])) + 1 + len(whole) <= max_chars:
+            groups[-1].extend(pieces)
+        elif len(whole) <= max_chars:
+            groups.append(list(pieces))
         else:
-            groups.append([piece])
-            size = len(piece.text)
+            groups.append([pieces[0]])
+            for piece in pieces[1:]:
+                if len(_join([*groups[-1], piece])) <= max_chars:
+                    groups[-1].append(piece)
+                else:
+                    groups.append([piece])
     return groups
 
 
@@ -109,11 +126,10 @@ def chunk_article(article: Article, source: AdiletSource, max_chars: int = 1500)
     if article.status == "repealed" or not body:
         groups = [[_Piece(body, None)]]
     else:
-        pieces = [small for piece in _parts(body) for small in _fit(piece, max_chars)]
-        groups = _pack(pieces, max_chars)
+        groups = _pack([_fit(part, max_chars) for part in _parts(body)], max_chars)
     chunks = []
     for i, group in enumerate(groups):
-        text = "\n".join(p for p in (head, "\n".join(piece.text for piece in group)) if p)
+        text = "\n".join(p for p in (head, _join(group)) if p)
         chunk_id = f"{article.doc_id}:{article.lang}:{article.number}:{i}"
         chunks.append(
             Chunk(
