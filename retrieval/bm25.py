@@ -1,0 +1,167 @@
+"""BM25 over every chunk, as a LangChain `BM25Retriever` backed by a precomputed sparse matrix.
+
+rank-bm25 (BM25Retriever's default vectorizer) scores each query term against every document in a Python loop:
+on the full corpus (~18k chunks) a long citizen question costs hundreds of milliseconds. `SparseBM25`
+computes the same Okapi weights once at build time: a query is one sparse column slice and a sum (~1 ms).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_community.retrievers import BM25Retriever
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from pydantic import PrivateAttr
+from scipy import sparse
+
+logger = logging.getLogger(__name__)
+
+
+class SparseBM25:
+    """Okapi BM25 (rank-bm25's BM25Okapi formula) with per-term weights precomputed in a sparse matrix."""
+
+    def __init__(
+        self, corpus: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
+    ):
+        """Args: corpus: the analyzed terms of each document; k1, b, epsilon: as in rank_bm25.BM25Okapi."""
+        self.vocab: dict[str, int] = {}
+        rows: list[int] = []
+        cols: list[int] = []
+        tfs: list[int] = []
+        lengths = np.zeros(len(corpus), dtype=np.float32)
+        for i, terms in enumerate(corpus):
+            lengths[i] = len(terms)
+            for term, tf in Counter(terms).items():
+                rows.append(i)
+                cols.append(self.vocab.setdefault(term, len(self.vocab)))
+                tfs.append(tf)
+        n_docs = len(corpus)
+        tf = sparse.csc_matrix(
+            (np.asarray(tfs, dtype=np.float32), (rows, cols)), shape=(n_docs, len(self.vocab))
+        )
+        df = np.diff(tf.indptr).astype(np.float32)  # documents per term (csc: nonzeros per column)
+        idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
+        # rank-bm25 floors negative idf (terms in over half the documents) at epsilon × the mean idf.
+        idf = np.where(idf < 0, epsilon * float(idf.mean()) if len(idf) else 0.0, idf)
+        avgdl = float(lengths.mean()) if n_docs else 1.0
+        norm = k1 * (1 - b + b * lengths / max(avgdl, 1e-9))
+        coo = tf.tocoo()
+        weights = idf[coo.col] * coo.data * (k1 + 1) / (coo.data + norm[coo.row])
+        self.matrix = sparse.csc_matrix((weights.astype(np.float32), (coo.row, coo.col)), shape=tf.shape)
+        self.n_docs = n_docs
+
+    def get_scores(self, query: Sequence[str]) -> np.ndarray:
+        """BM25 score of every document; a term repeated in the query counts as often as it appears."""
+        counts = Counter(t for t in query if t in self.vocab)
+        if not counts:
+            return np.zeros(self.n_docs, dtype=np.float32)
+        ids = [self.vocab[t] for t in counts]
+        return np.asarray(self.matrix[:, ids] @ np.fromiter(counts.values(), np.float32, len(ids))).ravel()
+
+    def top_n(self, query: Sequence[str], n: int, mask: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(document index, score) of the n best documents with a positive score, optionally within a mask."""
+        scores = self.get_scores(query)
+        if mask is not None:
+            scores = np.where(mask, scores, 0.0)
+        n = min(n, int(np.count_nonzero(scores > 0)))
+        if n <= 0:
+            return []
+        best = np.argpartition(-scores, n - 1)[:n]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [(int(i), float(scores[i])) for i in best]
+
+    def get_top_n(self, query: Sequence[str], documents: Sequence[Any], n: int = 5) -> list[Any]:
+        """rank-bm25's interface, as BM25Retriever calls it."""
+        return [documents[i] for i, _ in self.top_n(query, n)]
+
+
+def title_weighted(preprocess: Callable[[str], list[str]], title_weight: int) -> Callable[[str], list[str]]:
+    """A document analyzer counting the terms of the header line («УК РК. Статья 188. Кража») k times."""
+    if title_weight <= 1:
+        return preprocess
+
+    def analyze_document(text: str) -> list[str]:
+        head, _, body = text.partition("\n")
+        return preprocess(head) * title_weight + preprocess(body)
+
+    return analyze_document
+
+
+class ChunkBM25Retriever(BM25Retriever):
+    """BM25Retriever over chunks with a fast scorer; results are copies carrying `metadata["bm25_score"]`.
+
+    With `group_by="article_key"` it returns the best chunk of each of the k best articles (an article scores
+    as its best chunk), so that one long article cannot fill the list and fusion works per article.
+    """
+
+    group_by: str | None = None
+    """Metadata key to keep only the best document of (e.g. "article_key"); None returns chunks."""
+    filter: dict[str, Any] | None = None
+    """Only documents whose metadata equal these values, e.g. {"doc_id": "K1400000226"}."""
+    _masks: dict[tuple[Any, ...], np.ndarray] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        *,
+        bm25_params: dict[str, Any] | None = None,
+        preprocess_func: Callable[[str], list[str]] = str.split,
+        title_weight: int = 1,
+        **kwargs: Any,
+    ) -> ChunkBM25Retriever:
+        """Analyze the documents (header line counted `title_weight` times) and precompute BM25 weights."""
+        docs = list(documents)
+        analyze_document = title_weighted(preprocess_func, title_weight)
+        vectorizer = SparseBM25([analyze_document(d.page_content) for d in docs], **(bm25_params or {}))
+        return cls(vectorizer=vectorizer, docs=docs, preprocess_func=preprocess_func, **kwargs)
+
+    def _mask(self, where: dict[str, Any]) -> np.ndarray:
+        key = tuple(sorted(where.items()))
+        mask = self._masks.get(key)
+        if mask is None:  # computed once per filter: scanning every chunk's metadata costs milliseconds
+            mask = np.fromiter(
+                (all(d.metadata.get(k) == v for k, v in where.items()) for d in self.docs),
+                bool,
+                len(self.docs),
+            )
+            self._masks[key] = mask
+        return mask
+
+    def search(
+        self, query: str, k: int | None = None, *, where: dict[str, Any] | None = None
+    ) -> list[Document]:
+        """The k best documents (or articles, see group_by) for a query, optionally within a filter."""
+        k = k or self.k
+        where = {**(self.filter or {}), **(where or {})}
+        mask = self._mask(where) if where else None
+        terms = self.preprocess_func(query)
+        # Grouping keeps one chunk per article: ask for enough chunks that k articles survive.
+        hits = self.vectorizer.top_n(terms, k if self.group_by is None else k * 8, mask)
+        out: list[Document] = []
+        seen: set[Any] = set()
+        for i, score in hits:
+            doc = self.docs[i]
+            if self.group_by is not None:
+                key = doc.metadata.get(self.group_by)
+                if key in seen:
+                    continue
+                seen.add(key)
+            out.append(
+                Document(
+                    page_content=doc.page_content, metadata={**doc.metadata, "bm25_score": score}, id=doc.id
+                )
+            )
+            if len(out) == k:
+                break
+        return out
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return self.search(query)

@@ -1,0 +1,258 @@
+"""The retrieval pipeline: explicit references first, then dense + BM25 fused per article, law-aware, rerank.
+
+question ─ analyze_query ─┬─ ExplicitRetriever ──────────────────────────────────┬─ one Document
+                          └─ LawAwareRetriever(ScoredEnsemble[BM25, dense] on the │  per article
+                             augmented question; + Criminal Code) ─ rerank ───────┘
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+
+from config import CRIMINAL_CODE_ID, Settings
+from corpus.records import Chunk
+from retrieval.analyzer import analyze
+from retrieval.articles import ArticleChunks, ArticleKey, key_of
+from retrieval.bm25 import ChunkBM25Retriever
+from retrieval.ensemble import ScoredEnsembleRetriever
+from retrieval.explicit import ExplicitRetriever
+from retrieval.law_aware import LawAwareRetriever
+from retrieval.query import ArticleRef, QueryInfo, analyze_query
+from retrieval.rerank import FloatFlashrankRerank, load_reranker
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Stages:
+    """Which steps run: all of them in the product; the ablation bench switches them off one by one."""
+
+    bm25: bool = True
+    dense: bool = True
+    explicit: bool = True
+    augment: bool = True
+    law_aware: bool = True
+    rerank: bool = True
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    """The analyzed question, one Document per article (best first), and how long each step took (ms)."""
+
+    query: QueryInfo
+    docs: list[Document]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Retrieval:
+    """Built once (`Retrieval.load(settings)`), then `retrieve()` per question; thread-safe for reading."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        articles: ArticleChunks,
+        *,
+        bm25: ChunkBM25Retriever | None,
+        vector_store: VectorStore | None,
+        reranker: FloatFlashrankRerank | None = None,
+        stages: Stages = Stages(),
+    ) -> None:
+        """Args: articles: the corpus by article; bm25 / vector_store: the first-stage searches (either may be
+        None, not both); reranker: FlashRank or None; stages: steps to run (see Stages)."""
+        if bm25 is None and vector_store is None:
+            raise ValueError("Retrieval needs BM25, a vector store, or both")
+        self.settings = settings
+        self.articles = articles
+        self.stages = stages
+        self.bm25 = bm25
+        self.vector_store = vector_store
+        self.reranker = reranker if stages.rerank else None
+        self.analyze = lru_cache(maxsize=1024)(self._analyze)
+        self.explicit = ExplicitRetriever(
+            articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars
+        )
+        self.first_stage = self._first_stage()
+
+    # --- construction ----------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls,
+        settings: Settings,
+        *,
+        stages: Stages = Stages(),
+        chunks: Sequence[Chunk] | None = None,
+        vector_store: VectorStore | None = None,
+    ) -> Retrieval:
+        """Load the corpus, build BM25, open the vector store (IndexNotReady when it is missing or stale), and
+        load the reranker when its model folder exists."""
+        from index.build import load_vector_store, read_chunks
+
+        start = time.perf_counter()
+        chunks = list(chunks) if chunks is not None else read_chunks(settings)
+        articles = ArticleChunks.from_chunks(chunks)
+        loaded = time.perf_counter()
+        bm25 = build_bm25(articles.documents, settings) if stages.bm25 else None
+        indexed = time.perf_counter()
+        if stages.dense and vector_store is None:
+            vector_store = load_vector_store(settings, chunks=chunks)
+        reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
+        logger.info(
+            "Retrieval ready in %.1f s (%d chunks, %d articles; corpus %.1f s, BM25 %.1f s, dense %.1f s%s)",
+            time.perf_counter() - start,
+            len(chunks),
+            len(articles.by_article),
+            loaded - start,
+            indexed - loaded,
+            time.perf_counter() - indexed,
+            ", reranker on" if reranker else "",
+        )
+        return cls(
+            settings,
+            articles,
+            bm25=bm25,
+            vector_store=vector_store if stages.dense else None,
+            reranker=reranker,
+            stages=stages,
+        )
+
+    def _analyze(self, question: str) -> QueryInfo:
+        info = analyze_query(question, titles=self._title)
+        return info if self.stages.augment else dataclasses.replace(info, augmented=info.text)
+
+    def _title(self, ref: ArticleRef) -> str | None:
+        key = (ref.doc_id, ref.article)
+        if key not in self.articles:
+            return None
+        return self.articles.documents[self.articles.positions(key, "ru")[0]].metadata.get("title")
+
+    def _searches(self, where: dict[str, str] | None) -> list[BaseRetriever]:
+        """BM25 and dense retrievers (those that are on), optionally limited to metadata values."""
+        k = self.settings.first_stage_k
+        out: list[BaseRetriever] = []
+        if self.bm25 is not None:
+            out.append(self.bm25.model_copy(update={"k": k, "filter": where}))
+        if self.vector_store is not None:
+            from index.build import metadata_filter
+
+            kwargs = {"k": k, **({"filter": metadata_filter(**where)} if where else {})}
+            out.append(self.vector_store.as_retriever(search_kwargs=kwargs))
+        return out
+
+    def _ensemble(self, where: dict[str, str] | None = None) -> ScoredEnsembleRetriever:
+        searches = self._searches(where)
+        weights = [
+            w
+            for w, on in (
+                (self.settings.bm25_weight, self.bm25),
+                (self.settings.dense_weight, self.vector_store),
+            )
+            if on is not None
+        ]
+        return ScoredEnsembleRetriever(retrievers=searches, weights=weights, id_key="article_key")
+
+    def _first_stage(self) -> BaseRetriever:
+        base = self._ensemble()
+        if not self.stages.law_aware:
+            return LawAwareRetriever(base=base, criminal=base, analyze=self.analyze, min_docs=0)
+        return LawAwareRetriever(
+            base=base,
+            criminal=self._ensemble({"doc_id": CRIMINAL_CODE_ID}),
+            analyze=self.analyze,
+            min_docs=self.settings.criminal_min_docs,
+        )
+
+    # --- per question ----------------------------------------------------------------------------
+
+    def _ranked(
+        self, question: str, timings: dict[str, float]
+    ) -> tuple[QueryInfo, list[tuple[ArticleKey, Document | None, float]]]:
+        """(article, its first-stage Document or None when named explicitly, score), best first."""
+        t0 = time.perf_counter()
+        info = self.analyze(question)
+        t1 = time.perf_counter()
+        candidates = self.first_stage.invoke(question)
+        t2 = time.perf_counter()
+        if self.reranker is not None and candidates:
+            n = self.reranker.top_n
+            head = self.reranker.compress_documents(candidates[:n], info.text)
+            for d in head:
+                d.metadata["score"] = d.metadata["relevance_score"]
+            candidates = [*head, *candidates[n:]]
+        t3 = time.perf_counter()
+        timings.update(analyze_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000, rerank_ms=(t3 - t2) * 1000)
+
+        out: list[tuple[ArticleKey, Document | None, float]] = []
+        seen: set[ArticleKey] = set()
+        if self.stages.explicit:
+            for key in self.explicit.keys(info):
+                out.append((key, None, 1.0))
+                seen.add(key)
+            # «статья 15» with no code: that number among the found articles goes first.
+            numbers = ExplicitRetriever.unresolved(info)
+            lifted = [d for d in candidates if d.metadata["article"] in numbers and key_of(d) not in seen]
+            for d in lifted:
+                out.append((key_of(d), d, 1.0))
+                seen.add(key_of(d))
+        for d in candidates:
+            key = key_of(d)
+            if key not in seen:
+                seen.add(key)
+                out.append((key, d, float(d.metadata.get("score", 0.0))))
+        return info, out
+
+    def rank_articles(self, question: str, k: int) -> list[tuple[str, str, float]]:
+        """(doc_id, article, score) of the k best articles, best first (the eval harness's view)."""
+        _, ranked = self._ranked(question, {})
+        return [(key[0], key[1], score) for key, _, score in ranked[:k]]
+
+    def retrieve(self, question: str) -> RetrievalResult:
+        """The top settings.rerank_top_n articles (all explicitly named ones, even beyond), one Document each:
+        header plus best-matching chunks in the question's language when the article has it."""
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        info, ranked = self._ranked(question, timings)
+        n_explicit = sum(1 for _, d, s in ranked if d is None)
+        top = ranked[: max(self.settings.rerank_top_n, n_explicit)]
+        scores = self._chunk_scores(info)
+        docs: list[Document] = []
+        for rank, (key, found, score) in enumerate(top, start=1):
+            extra = {"rank": rank, "explicit": found is None}
+            if found is not None and found.metadata.get("law_aware"):
+                extra["law_aware"] = True
+            order = None
+            if found is not None and scores is not None:
+                positions = self.articles.positions(key, info.lang)
+                order = sorted((p for p in positions if scores[p] > 0), key=lambda p: -scores[p]) or None
+            docs.append(
+                self.articles.article_document(
+                    key, info.lang, self.settings.context_max_chars, order=order, score=score, **extra
+                )
+            )
+        timings["total_ms"] = (time.perf_counter() - start) * 1000
+        return RetrievalResult(query=info, docs=docs, timings=timings)
+
+    def _chunk_scores(self, info: QueryInfo):  # noqa: ANN202 - numpy array or None
+        """BM25 score of every chunk for the question, to pick each article's best-matching chunks."""
+        if self.bm25 is None:
+            return None
+        return self.bm25.vectorizer.get_scores(self.bm25.preprocess_func(info.augmented))
+
+
+def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Retriever:
+    """BM25 over every chunk with the Russian/Kazakh analyzer, returning the best chunk of each article."""
+    start = time.perf_counter()
+    retriever = ChunkBM25Retriever.from_documents(
+        documents, preprocess_func=analyze, k=settings.first_stage_k, group_by="article_key"
+    )
+    logger.debug("BM25 over %d chunks built in %.1f s", len(documents), time.perf_counter() - start)
+    return retriever
