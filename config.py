@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     telegram_webhook_url: str | None = None
     telegram_webhook_listen: str = "0.0.0.0"
     telegram_webhook_port: int = 8443
+    # Telegram sends it in X-Telegram-Bot-Api-Secret-Token; without it anyone could post fake updates to the webhook.
+    telegram_webhook_secret: SecretStr | None = None
     telegram_admin_ids: list[int] = []
     telegram_rate_limit_per_minute: int = 5
 

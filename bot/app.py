@@ -1,0 +1,153 @@
+"""Build the Telegram `Application`: settings, the chain's callables, handlers; nothing here runs it."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+from telegram import BotCommand, LinkPreviewOptions, Update
+from telegram.constants import ParseMode
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    CallbackQueryHandler,
+    CommandHandler,
+    Defaults,
+    MessageHandler,
+    PersistenceInput,
+    PicklePersistence,
+    filters,
+)
+
+from bot import handlers, keyboards
+from bot.feedback import FeedbackStore
+from bot.ratelimit import SlidingWindowLimiter
+from bot.texts import COMMANDS
+from config import Settings
+from corpus.errors import UserError
+
+QA_WORKERS = 16  # threads for invoke_qa: most of an answer is waiting on the LLM's HTTP reply
+
+
+class BotConfigError(UserError):
+    """The bot cannot start with these settings; the message says what to set."""
+
+
+def require_token(settings: Settings) -> str:
+    """The bot token, or an error naming the variable to set."""
+    token = settings.telegram_bot_token.get_secret_value().strip() if settings.telegram_bot_token else ""
+    if not token:
+        raise BotConfigError(
+            "TELEGRAM_BOT_TOKEN is not set: create a bot with @BotFather and put its token in the "
+            "environment or in .env (TELEGRAM_BOT_TOKEN=123456:ABC...)"
+        )
+    return token
+
+
+def webhook_kwargs(settings: Settings) -> dict[str, Any]:
+    """Arguments of `run_webhook` / `Updater.start_webhook` for webhook mode."""
+    url = settings.telegram_webhook_url
+    if not url:
+        raise BotConfigError(
+            "TELEGRAM_MODE=webhook needs TELEGRAM_WEBHOOK_URL, the public HTTPS address Telegram posts "
+            "updates to (e.g. https://bot.example.kz/telegram); or set TELEGRAM_MODE=polling"
+        )
+    secret = settings.telegram_webhook_secret
+    return {
+        "listen": settings.telegram_webhook_listen,
+        "port": settings.telegram_webhook_port,
+        "url_path": urlparse(url).path.strip("/"),
+        "webhook_url": url,
+        "secret_token": secret.get_secret_value() if secret else None,
+        "allowed_updates": Update.ALL_TYPES,
+    }
+
+
+def _default_qa() -> handlers.QA:
+    import rag_chain  # imported late: it loads the retrieval stack, which tests of the bot do not need
+
+    return rag_chain.invoke_qa
+
+
+def _default_lookup() -> handlers.Lookup:
+    import rag_chain
+
+    return rag_chain.lookup_article
+
+
+async def _set_commands(app: Application) -> None:
+    """The command menu, in Russian by default and in Kazakh for Kazakh-speaking apps."""
+    await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["ru"]])
+    await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["kk"]], language_code="kk")
+
+
+async def _shutdown(app: Application) -> None:
+    app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)
+
+
+def build_application(
+    settings: Settings,
+    *,
+    qa: handlers.QA | None = None,
+    lookup: handlers.Lookup | None = None,
+    qa_workers: int = QA_WORKERS,
+) -> Application:
+    """The bot, wired to the chain and ready to run by polling or webhook.
+
+    Args:
+        settings: telegram_* (token, API URLs, admins, rate limit) and data_dir (feedback, user state).
+        qa: `invoke_qa(question, settings=...)`; defaults to `rag_chain.invoke_qa`.
+        lookup: `lookup_article(code, number, settings=...)`; defaults to `rag_chain.lookup_article`.
+        qa_workers: threads running `qa` at once; 1 answers questions one after another.
+    """
+    token = require_token(settings)
+    state_dir = settings.data_dir / "bot"
+    state_dir.mkdir(parents=True, exist_ok=True)
+    app = (
+        Application.builder()
+        .token(token)
+        .base_url(settings.telegram_api_url)
+        .base_file_url(settings.telegram_file_url)
+        .defaults(
+            Defaults(parse_mode=ParseMode.HTML, link_preview_options=LinkPreviewOptions(is_disabled=True))
+        )
+        .rate_limiter(AIORateLimiter(max_retries=3))
+        .concurrent_updates(True)
+        # Only the /lang choice is kept across restarts; bot_data holds live objects.
+        .persistence(
+            PicklePersistence(
+                state_dir / "state.pickle",
+                store_data=PersistenceInput(bot_data=False, chat_data=False, callback_data=False),
+            )
+        )
+        .post_init(_set_commands)
+        .post_shutdown(_shutdown)
+        .build()
+    )
+    app.bot_data["services"] = handlers.BotServices(
+        settings=settings,
+        qa=qa or _default_qa(),
+        lookup=lookup or _default_lookup(),
+        store=FeedbackStore(state_dir / "feedback.sqlite"),
+        limiter=SlidingWindowLimiter(settings.telegram_rate_limit_per_minute, window=60.0),
+        executor=ThreadPoolExecutor(max_workers=qa_workers, thread_name_prefix="qa"),
+    )
+    message = filters.UpdateType.MESSAGE
+    app.add_handlers(
+        [
+            CommandHandler("start", handlers.start),
+            CommandHandler("help", handlers.help_command),
+            CommandHandler("lang", handlers.lang_command),
+            CommandHandler("article", handlers.article_command),
+            CommandHandler("stats", handlers.stats_command),
+            CallbackQueryHandler(handlers.rate_button, pattern=keyboards.RATE_PATTERN),
+            CallbackQueryHandler(handlers.lang_button, pattern=keyboards.LANG_PATTERN),
+            CallbackQueryHandler(handlers.stale_button),
+            MessageHandler(message & filters.COMMAND, handlers.unknown_command),
+            MessageHandler(message & filters.TEXT, handlers.ask),
+            MessageHandler(message & ~filters.StatusUpdate.ALL, handlers.non_text),
+        ]
+    )
+    app.add_error_handler(handlers.on_error)
+    return app

@@ -1,0 +1,327 @@
+"""Telegram handlers: commands, questions, buttons, non-text messages and the error handler."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import math
+import re
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from telegram import InlineKeyboardMarkup, Message, Update
+from telegram.constants import ChatAction
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import ContextTypes
+
+from answer.records import QAResult
+from bot import keyboards
+from bot.feedback import FeedbackStore
+from bot.format import escape, format_answer, format_article
+from bot.ratelimit import SlidingWindowLimiter
+from bot.texts import Lang, parse_lang, pick_lang, t
+from config import Settings
+from corpus.errors import UserError
+from corpus.records import Article
+
+logger = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 2000
+TYPING_REFRESH = 4.5  # Telegram shows "typing…" for 5 s per chat action
+_INVISIBLE = re.compile(r"[\u200b-\u200f\u2060\ufeff]")
+_ARTICLE_WORDS = {"ст", "ст.", "статья", "статьи", "бап", "бабы", "article", "art", "art.", "№"}
+T = TypeVar("T")
+
+
+class QA(Protocol):
+    def __call__(self, question: str, settings: Settings) -> QAResult: ...
+
+
+class Lookup(Protocol):
+    def __call__(self, code: str, number: str, settings: Settings) -> Article | None: ...
+
+
+@dataclass(frozen=True)
+class BotServices:
+    """What handlers use, kept in bot_data["services"]."""
+
+    settings: Settings
+    qa: QA
+    lookup: Lookup
+    store: FeedbackStore
+    limiter: SlidingWindowLimiter
+    executor: Executor  # runs the blocking chain off the event loop
+
+
+def services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
+    return context.bot_data["services"]
+
+
+def user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Lang:
+    """The language chosen with /lang, else the one of the user's Telegram app."""
+    chosen = context.user_data.get("lang") if context.user_data is not None else None
+    user = update.effective_user
+    return pick_lang(chosen, user.language_code if user else None)
+
+
+async def run_blocking(context: ContextTypes.DEFAULT_TYPE, fn: functools.partial[T]) -> T:
+    """Run a blocking call of the chain in the bot's executor, so other updates keep being handled."""
+    return await asyncio.get_running_loop().run_in_executor(services(context).executor, fn)
+
+
+@contextlib.asynccontextmanager
+async def typing(message: Message) -> AsyncIterator[None]:
+    """Show "typing…" until the block ends; the first action is sent before the work starts."""
+
+    async def send() -> None:
+        try:
+            await message.get_bot().send_chat_action(message.chat_id, ChatAction.TYPING)
+        except TelegramError as err:  # cosmetic: never let it cost the answer
+            logger.debug("chat action failed: %s", err)
+
+    async def refresh() -> None:
+        while True:
+            await asyncio.sleep(TYPING_REFRESH)
+            await send()
+
+    await send()
+    task = asyncio.create_task(refresh())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def reply_parts(message: Message, parts: list[str], markup: InlineKeyboardMarkup | None = None) -> None:
+    """Send HTML parts in order; the keyboard goes under the last one."""
+    for i, part in enumerate(parts):
+        await message.reply_html(part, reply_markup=markup if i == len(parts) - 1 else None)
+
+
+async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Greet the user and say what the bot does."""
+    await update.effective_message.reply_html(t("start", user_lang(update, context)))
+
+
+async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Explain how to ask, /article and /lang."""
+    lang = user_lang(update, context)
+    per_minute = services(context).settings.telegram_rate_limit_per_minute
+    note = t("rate_note", lang, per_minute=per_minute) if per_minute > 0 else ""
+    await update.effective_message.reply_html(t("help", lang, max_chars=MAX_QUESTION_CHARS, rate_note=note))
+
+
+async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Switch the interface language: /lang kk, /lang ru, or buttons when no argument is given."""
+    chosen = parse_lang(context.args[0]) if context.args else None
+    if chosen is None:
+        await update.effective_message.reply_html(
+            t("lang_choose", user_lang(update, context)), reply_markup=keyboards.lang_keyboard()
+        )
+        return
+    context.user_data["lang"] = chosen
+    await update.effective_message.reply_html(t("lang_set", chosen))
+
+
+async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Store the language picked with a button and confirm in it."""
+    query = update.callback_query
+    chosen: Lang = "kk" if query.data.endswith("kk") else "ru"
+    context.user_data["lang"] = chosen
+    await query.answer()
+    with contextlib.suppress(BadRequest):  # the same language picked twice: "message is not modified"
+        await query.edit_message_text(t("lang_set", chosen))
+
+
+def parse_article_args(args: list[str]) -> tuple[str, str] | None:
+    """("УК", "188") from /article УК 188, /article ТК РК ст. 22, /article ҚК 188-бап."""
+    words = [w for w in args if w.lower() not in _ARTICLE_WORDS]
+    if len(words) < 2:
+        return None
+    number = re.sub(r"(?i)-?(бап|бабы)$", "", words[-1].strip(".,;:"))
+    if not re.fullmatch(r"\d+(?:[-.]\d+)*", number):
+        return None
+    return " ".join(words[:-1]), number
+
+
+async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Show an article verbatim: /article УК 188."""
+    message = update.effective_message
+    lang = user_lang(update, context)
+    parsed = parse_article_args(context.args or [])
+    if parsed is None:
+        await message.reply_html(t("article_usage", lang))
+        return
+    code, number = parsed
+    svc = services(context)
+    async with typing(message):
+        article = await run_blocking(
+            context, functools.partial(svc.lookup, code, number, settings=svc.settings)
+        )
+    if article is None:
+        await message.reply_html(t("article_not_found", lang, code=code, number=number))
+        return
+    await reply_parts(message, format_article(article))
+
+
+async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Answer a question with invoke_qa(), list its sources, and offer article and rating buttons."""
+    message = update.effective_message
+    lang = user_lang(update, context)
+    question = _INVISIBLE.sub("", message.text or "").strip()
+    if not question:
+        await message.reply_html(t("empty", lang))
+        return
+    if len(question) > MAX_QUESTION_CHARS:
+        await message.reply_html(t("too_long", lang, length=len(question), max_chars=MAX_QUESTION_CHARS))
+        return
+    svc = services(context)
+    user_id = update.effective_user.id if update.effective_user else message.chat_id
+    wait = svc.limiter.hit(user_id)
+    if wait is not None:
+        logger.info("user %s is rate limited for %.0f s", user_id, wait)
+        await message.reply_html(
+            t(
+                "rate_limited",
+                lang,
+                per_minute=svc.settings.telegram_rate_limit_per_minute,
+                seconds=math.ceil(wait),
+            )
+        )
+        return
+
+    logger.debug("question from user %s: %s", user_id, question)
+    started = time.perf_counter()
+    try:
+        async with typing(message):
+            result = await run_blocking(context, functools.partial(svc.qa, question, settings=svc.settings))
+    except Exception as err:
+        latency = time.perf_counter() - started
+        await asyncio.to_thread(
+            svc.store.record_failure, question, err, user_id=user_id, chat_id=message.chat_id, latency=latency
+        )
+        raise  # the error handler tells the user
+    latency = time.perf_counter() - started
+    question_id = await asyncio.to_thread(
+        svc.store.record_answer, result, user_id=user_id, chat_id=message.chat_id, latency=latency
+    )
+    logger.info(
+        "question %d from user %s answered in %.2f s (%s, %s, %d sources)",
+        question_id,
+        user_id,
+        latency,
+        result.backend,
+        result.template,
+        len(result.sources),
+    )
+    await reply_parts(
+        message, format_answer(result, lang), keyboards.answer_keyboard(result, question_id, lang)
+    )
+
+
+async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Store a 👍/👎 for the answer whose id the button carries, and tick the chosen button."""
+    query = update.callback_query
+    lang = user_lang(update, context)
+    match = keyboards.RATE_PATTERN.match(query.data or "")
+    question_id, up = int(match.group(1)), match.group(2) == "up"
+    stored = await asyncio.to_thread(
+        services(context).store.rate, question_id, query.from_user.id, 1 if up else -1
+    )
+    if not stored:
+        await query.answer(t("rating_expired", lang))
+        return
+    logger.info("question %d rated %s by user %s", question_id, "up" if up else "down", query.from_user.id)
+    await query.answer(t("rated", lang))
+    old = query.message.reply_markup if isinstance(query.message, Message) else None
+    if old is not None:
+        new = keyboards.mark_rating(old, question_id, up)
+        if new != old:
+            with contextlib.suppress(BadRequest):  # a double tap races to "message is not modified"
+                await query.edit_message_reply_markup(new)
+
+
+async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Admins only: questions, ratings and answer latency."""
+    svc = services(context)
+    lang = user_lang(update, context)
+    user = update.effective_user
+    if user is None or user.id not in svc.settings.telegram_admin_ids:
+        await update.effective_message.reply_html(t("admins_only", lang))
+        return
+    s = await asyncio.to_thread(svc.store.stats)
+
+    def secs(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}"
+
+    await update.effective_message.reply_html(
+        t(
+            "stats",
+            lang,
+            questions=s.questions,
+            answered=s.answered,
+            failed=s.failed,
+            users=s.users,
+            up=s.up,
+            down=s.down,
+            p50=secs(s.latency_p50),
+            p95=secs(s.latency_p95),
+        )
+    )
+
+
+async def non_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Stickers, photos, voice, files and the rest: say that only text questions are understood."""
+    m = update.effective_message
+    if m.sticker:
+        key = "sticker"
+    elif m.photo:
+        key = "photo"
+    elif m.voice or m.audio or m.video_note:
+        key = "voice"
+    elif m.document:
+        key = "document"
+    else:
+        key = "other_media"
+    await m.reply_html(t(key, user_lang(update, context)))
+
+
+async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """List the commands that exist."""
+    await update.effective_message.reply_html(t("unknown_command", user_lang(update, context)))
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Log the error with its traceback and tell the user, so the bot never goes silent."""
+    err = context.error
+    update_id = update.update_id if isinstance(update, Update) else None
+    if isinstance(err, UserError):
+        logger.warning("update %s: %s: %s", update_id, type(err).__name__, err)
+    else:
+        logger.error("update %s failed", update_id, exc_info=err)
+    if not isinstance(update, Update):
+        return
+    lang = user_lang(update, context)
+    text = escape(str(err)) if isinstance(err, UserError) and str(err) else t("error", lang)
+    if update.callback_query:
+        with contextlib.suppress(TelegramError):  # it may have been answered before the error
+            await update.callback_query.answer()
+    try:
+        if update.effective_message:
+            await update.effective_message.reply_html(text)
+        elif update.effective_chat:
+            await context.bot.send_message(update.effective_chat.id, text, parse_mode="HTML")
+    except TelegramError as send_err:
+        logger.error("update %s: could not tell the user about the error: %s", update_id, send_err)
+
+
+async def stale_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A button this version does not know (an old message): stop the spinner and say so."""
+    await update.callback_query.answer(t("rating_expired", user_lang(update, context)))

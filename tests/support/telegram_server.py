@@ -1,0 +1,303 @@
+"""A local Telegram Bot API server (aiohttp on 127.0.0.1) for driving the real python-telegram-bot against.
+
+Routes `/bot{token}/{method}`; bodies are form-encoded with JSON-encoded non-string values, as PTB sends them.
+It answers the methods the bot uses, serves scripted updates to `getUpdates` (long poll, never held longer
+than the poll's own timeout) and records every request, so tests can assert what the bot sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "123456:TEST-token-never-in-logs"
+BOT_USER = {"id": 123456, "is_bot": True, "first_name": "Закон", "username": "kz_law_test_bot"}
+# Values PTB sends as plain strings; every other value is JSON (numbers, booleans, objects).
+STRING_FIELDS = frozenset(
+    {
+        "text",
+        "caption",
+        "parse_mode",
+        "action",
+        "callback_query_id",
+        "url",
+        "webhook_url",
+        "secret_token",
+        "language_code",
+        "inline_message_id",
+        "message_thread_id",
+    }
+)
+
+
+@dataclass(frozen=True)
+class BotRequest:
+    """One call the bot made."""
+
+    method: str
+    params: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+
+    @property
+    def chat_id(self) -> Any:
+        return self.params.get("chat_id")
+
+
+def decode_form(form: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in form.items():
+        if key in STRING_FIELDS:
+            out[key] = value
+            continue
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+class BotAPIServer:
+    """The Bot API for one token; `async with BotAPIServer() as api:` then point PTB at `api.base_url`."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token = token
+        self.requests: list[BotRequest] = []
+        self.sent: dict[int, dict[str, Any]] = {}  # message_id -> the Message returned for sendMessage
+        self._pending: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1000)
+        self._new_update = asyncio.Event()
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    @property
+    def base_file_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/file/bot"
+
+    async def __aenter__(self) -> BotAPIServer:
+        app = web.Application()
+        app.router.add_post("/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._new_update.set()  # release a waiting getUpdates
+        if self._runner:
+            await self._runner.cleanup()
+
+    # --- scripting -------------------------------------------------------------------------------
+    def push(self, update: dict[str, Any]) -> int:
+        """Queue an update (without update_id) for getUpdates; returns its update_id."""
+        update_id = next(self._update_ids)
+        self._pending.append({"update_id": update_id, **update})
+        self._new_update.set()
+        return update_id
+
+    def calls(
+        self, method: str | None = None, *, chat_id: int | None = None, since: int = 0
+    ) -> list[BotRequest]:
+        """Recorded requests other than getUpdates, optionally of one method / chat, from index `since`."""
+        return [
+            r
+            for r in self.requests[since:]
+            if r.method != "getUpdates"
+            and (method is None or r.method == method)
+            and (chat_id is None or r.chat_id == chat_id)
+        ]
+
+    async def wait_for(self, predicate: Callable[[BotAPIServer], bool], timeout: float = 15.0) -> None:
+        """Wait until `predicate(self)` holds; a guard against hanging, not a timing assertion."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: predicate(self)), timeout)
+
+    # --- the API ----------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.json_response(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
+            )
+        method = request.match_info["method"]
+        params = decode_form(dict(await request.post()))
+        if method != "getUpdates":
+            self._record(method, params)
+        handler = getattr(self, f"_api_{method}", None)
+        if handler is None:
+            return web.json_response(
+                {
+                    "ok": False,
+                    "error_code": 404,
+                    "description": f"Not Found: method {method} is not scripted",
+                },
+                status=404,
+            )
+        result = await handler(params)
+        if method == "getUpdates":
+            self._record(method, params)
+        return web.json_response({"ok": True, "result": result})
+
+    def _record(self, method: str, params: dict[str, Any]) -> None:
+        self.requests.append(BotRequest(method, params))
+        asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _api_getMe(self, params: dict[str, Any]) -> Any:
+        return {
+            **BOT_USER,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> Any:
+        offset = int(params.get("offset") or 0)
+        timeout = float(params.get("timeout") or 0)
+        self._pending = [u for u in self._pending if u["update_id"] >= offset]
+        if not self._pending and timeout > 0:
+            self._new_update.clear()
+            try:
+                await asyncio.wait_for(self._new_update.wait(), timeout)
+            except TimeoutError:
+                pass
+        limit = int(params.get("limit") or 100)
+        return self._pending[:limit]
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        return True
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        message = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": params["chat_id"], "type": "private"},
+            "from": BOT_USER,
+            "text": params["text"],
+        }
+        if "reply_markup" in params:
+            message["reply_markup"] = params["reply_markup"]
+        self.sent[message["message_id"]] = message
+        return message
+
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
+        message = dict(self.sent[params["message_id"]])
+        message["reply_markup"] = params.get("reply_markup", {"inline_keyboard": []})
+        message["edit_date"] = int(time.time())
+        self.sent[message["message_id"]] = message
+        return message
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
+        message = {**self.sent[params["message_id"]], "text": params["text"], "edit_date": int(time.time())}
+        message.pop("reply_markup", None)
+        if "reply_markup" in params:
+            message["reply_markup"] = params["reply_markup"]
+        self.sent[message["message_id"]] = message
+        return message
+
+
+# --- updates as Telegram sends them ---------------------------------------------------------------
+_message_ids = itertools.count(1)
+
+
+def tg_user(user_id: int, language_code: str | None = "ru") -> dict[str, Any]:
+    user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+    if language_code:
+        user["language_code"] = language_code
+    return user
+
+
+def message_update(
+    user_id: int, text: str | None = None, *, language_code: str | None = "ru", **content: Any
+) -> dict[str, Any]:
+    """A private message from `user_id`: text (a /command gets its bot_command entity) or other content."""
+    message: dict[str, Any] = {
+        "message_id": next(_message_ids),
+        "date": int(time.time()),
+        "chat": {"id": user_id, "type": "private", "first_name": f"User{user_id}"},
+        "from": tg_user(user_id, language_code),
+        **content,
+    }
+    if text is not None:
+        message["text"] = text
+        if text.startswith("/"):
+            message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+    return {"message": message}
+
+
+def callback_update(
+    user_id: int, data: str, message: dict[str, Any], *, language_code: str | None = "ru"
+) -> dict[str, Any]:
+    """A press of an inline button carrying `data` under the bot's `message`."""
+    return {
+        "callback_query": {
+            "id": f"cq{next(_message_ids)}",
+            "from": tg_user(user_id, language_code),
+            "chat_instance": f"ci{user_id}",
+            "data": data,
+            "message": message,
+        }
+    }
+
+
+STICKER = {
+    "file_id": "stk1",
+    "file_unique_id": "ustk1",
+    "type": "regular",
+    "width": 512,
+    "height": 512,
+    "is_animated": False,
+    "is_video": False,
+    "emoji": "😀",
+}
+PHOTO = [{"file_id": "ph1", "file_unique_id": "uph1", "width": 90, "height": 90}]
+VOICE = {"file_id": "vc1", "file_unique_id": "uvc1", "duration": 3, "mime_type": "audio/ogg"}
+DOCUMENT = {
+    "file_id": "doc1",
+    "file_unique_id": "udoc1",
+    "file_name": "иск.pdf",
+    "mime_type": "application/pdf",
+}
+LOCATION = {"latitude": 51.128, "longitude": 71.43}
+
+
+def settings_for(settings: Any, api: BotAPIServer, **overrides: Any) -> Any:
+    """`settings` pointed at the local Bot API server, with the test token."""
+    from pydantic import SecretStr
+
+    return settings.model_copy(
+        update={
+            "telegram_bot_token": SecretStr(api.token),
+            "telegram_api_url": api.base_url,
+            "telegram_file_url": api.base_file_url,
+            **overrides,
+        }
+    )

@@ -1,0 +1,347 @@
+"""bot handlers on real `Update`s via `Application.process_update`, replying over HTTP to a local Bot API."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from telegram import Update
+from telegram.ext import Application
+
+from bot.__main__ import main
+from bot.app import build_application
+from bot.feedback import FeedbackStore, percentile
+from bot.format import article_heading
+from bot.handlers import MAX_QUESTION_CHARS, parse_article_args
+from bot.logsetup import NOISY_LOGGERS
+from bot.ratelimit import SlidingWindowLimiter
+from bot.texts import t
+from config import Settings
+from corpus.errors import IndexNotReady
+from tests.support.bot import ScriptedQA, SharedLookup, shared_article
+from tests.support.telegram_server import (
+    DOCUMENT,
+    LOCATION,
+    PHOTO,
+    STICKER,
+    VOICE,
+    BotAPIServer,
+    BotRequest,
+    callback_update,
+    message_update,
+    settings_for,
+)
+
+ADMIN = 900
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[BotAPIServer]:
+    async with BotAPIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def bot_settings(settings: Settings, api: BotAPIServer) -> Settings:
+    return settings_for(settings, api, telegram_rate_limit_per_minute=3, telegram_admin_ids=[ADMIN])
+
+
+@pytest.fixture
+def qa() -> ScriptedQA:
+    return ScriptedQA(
+        {
+            "индекс?": IndexNotReady("Индекс не построен <data/index>: выполните python -m index build"),
+            "сломайся": RuntimeError("boom"),
+        }
+    )
+
+
+@pytest.fixture
+def lookup(shared_dir: Path) -> SharedLookup:
+    return SharedLookup(shared_dir)
+
+
+@pytest.fixture
+async def app(bot_settings: Settings, qa: ScriptedQA, lookup: SharedLookup) -> AsyncIterator[Application]:
+    application = build_application(bot_settings, qa=qa, lookup=lookup)
+    async with application:
+        yield application
+    application.bot_data["services"].executor.shutdown()
+
+
+class Chat:
+    """Sends updates through the application and returns what the bot sent for each."""
+
+    def __init__(self, app: Application, api: BotAPIServer) -> None:
+        self.app, self.api = app, api
+        self.update_ids = iter(range(1, 10_000))
+
+    async def send(self, update: dict[str, Any]) -> list[BotRequest]:
+        since = len(self.api.requests)
+        await self.app.process_update(
+            Update.de_json({"update_id": next(self.update_ids), **update}, self.app.bot)
+        )
+        return self.api.calls(since=since)
+
+    async def texts(self, update: dict[str, Any]) -> list[str]:
+        return [r.params["text"] for r in await self.send(update) if r.method == "sendMessage"]
+
+
+@pytest.fixture
+def chat(app: Application, api: BotAPIServer) -> Chat:
+    return Chat(app, api)
+
+
+async def test_start_and_help_speak_the_users_language(chat: Chat) -> None:
+    assert await chat.texts(message_update(1, "/start")) == [t("start", "ru")]
+    assert await chat.texts(message_update(2, "/start", language_code="kk")) == [t("start", "kk")]
+    assert await chat.texts(message_update(3, "/start", language_code=None)) == [t("start", "ru")]
+    [help_ru] = await chat.texts(message_update(1, "/help"))
+    [help_kk] = await chat.texts(message_update(2, "/help", language_code="kk"))
+    assert "/article УК 188" in help_ru and "Не больше 3 вопросов в минуту." in help_ru
+    assert "/article ҚК 188" in help_kk and "Минутына 3 сұрақтан артық емес." in help_kk
+
+
+async def test_lang_switches_and_survives_a_restart(
+    chat: Chat, api: BotAPIServer, bot_settings: Settings, qa: ScriptedQA, lookup: SharedLookup
+) -> None:
+    assert await chat.texts(message_update(5, "/lang қазақша")) == [t("lang_set", "kk")]
+    assert await chat.texts(message_update(5, "/start")) == [t("start", "kk")]  # although the app says "ru"
+
+    [choose] = await chat.send(message_update(6, "/lang", language_code="kk"))
+    buttons = choose.params["reply_markup"]["inline_keyboard"][0]
+    assert [b["callback_data"] for b in buttons] == ["lang:ru", "lang:kk"]
+    sent = api.sent[max(api.sent)]
+    reqs = await chat.send(callback_update(6, "lang:ru", sent, language_code="kk"))
+    assert [r.method for r in reqs] == ["answerCallbackQuery", "editMessageText"]
+    assert reqs[1].params["text"] == t("lang_set", "ru")
+    assert await chat.texts(message_update(6, "/help", language_code="kk")) == [
+        t("help", "ru", max_chars=MAX_QUESTION_CHARS, rate_note=t("rate_note", "ru", per_minute=3))
+    ]
+
+    await chat.app.shutdown()  # flushes the users' choices to DATA_DIR/bot/state.pickle
+    assert (bot_settings.data_dir / "bot" / "state.pickle").exists()
+    again = build_application(bot_settings, qa=qa, lookup=lookup)
+    async with again:
+        assert await Chat(again, api).texts(message_update(5, "/start")) == [t("start", "kk")]
+    again.bot_data["services"].executor.shutdown()
+    await chat.app.initialize()  # the fixture shuts it down again
+
+
+async def test_article_is_shown_verbatim(chat: Chat, lookup: SharedLookup, shared_dir: Path) -> None:
+    reqs = await chat.send(message_update(7, "/article УК 188"))
+    assert lookup.calls == [("УК", "188")]
+    assert [r.method for r in reqs] == ["sendChatAction", "sendMessage"]
+    assert reqs[0].params == {"chat_id": 7, "action": "typing"}
+    text = reqs[1].params["text"]
+    assert text.startswith(
+        "<b>УК РК. Статья 188. Кража</b>\n\n1. Кража, то есть тайное хищение чужого имущества, –"
+    )
+    article = shared_article(shared_dir, "K1400000226", "188")
+    assert article.text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in text
+    assert reqs[1].params["parse_mode"] == "HTML"
+
+    [koap] = await chat.texts(message_update(7, "/article КоАП 608"))
+    assert koap.startswith("<b>КоАП РК. Статья 608. Управление транспортным средством водителем")
+    await chat.texts(message_update(7, "/article ТК РК ст. 22"))
+    assert lookup.calls[-1] == ("ТК РК", "22")
+
+
+async def test_long_article_comes_in_several_messages(chat: Chat, shared_dir: Path) -> None:
+    parts = await chat.texts(message_update(8, "/article УК 72"))
+    article = shared_article(shared_dir, "K1400000226", "72")
+    assert len(parts) == 3 and all(len(p) <= 4096 for p in parts)
+    assert parts[0].startswith(f"<b>{article_heading(article)}</b>")
+    plain = " ".join(re.sub(r"<[^>]+>", "", " ".join(parts)).split())
+    assert " ".join(article.text.split()) in plain
+
+
+async def test_article_usage_and_not_found(chat: Chat, lookup: SharedLookup) -> None:
+    assert await chat.texts(message_update(9, "/article")) == [t("article_usage", "ru")]
+    assert await chat.texts(message_update(9, "/article 188")) == [t("article_usage", "ru")]
+    assert await chat.texts(message_update(9, "/article УК 99999")) == [
+        t("article_not_found", "ru", code="УК", number="99999")
+    ]
+    # No Kazakh Criminal Code in ../shared: the lookup finds nothing and the user hears so in Kazakh.
+    assert await chat.texts(message_update(9, "/article ҚК 188-бап", language_code="kk")) == [
+        t("article_not_found", "kk", code="ҚК", number="188")
+    ]
+    assert lookup.calls == [("УК", "99999"), ("ҚК", "188")]
+
+
+def test_parse_article_args() -> None:
+    assert parse_article_args(["УК", "188"]) == ("УК", "188")
+    assert parse_article_args(["ТК", "РК", "ст.", "22"]) == ("ТК РК", "22")
+    assert parse_article_args(["ҚК", "188-1-бап"]) == ("ҚК", "188-1")
+    assert parse_article_args(["КоАП", "статья", "608."]) == ("КоАП", "608")
+    assert parse_article_args(["УК"]) is None
+    assert parse_article_args(["УК", "кража"]) is None
+
+
+async def test_user_error_is_shown_as_is_and_stored(chat: Chat, bot_settings: Settings) -> None:
+    reqs = await chat.send(message_update(10, "индекс?"))
+    assert [r.method for r in reqs] == ["sendChatAction", "sendMessage"]
+    assert reqs[1].params["text"] == "Индекс не построен &lt;data/index&gt;: выполните python -m index build"
+    with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
+        rows = db.execute("SELECT user_id, question, answer, error FROM questions").fetchall()
+    assert rows == [
+        (
+            10,
+            "индекс?",
+            None,
+            "IndexNotReady: Индекс не построен <data/index>: выполните python -m index build",
+        )
+    ]
+
+
+async def test_unexpected_error_gets_an_apology_and_a_logged_traceback(
+    chat: Chat, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        assert await chat.texts(message_update(11, "сломайся", language_code="kk")) == [t("error", "kk")]
+    [record] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert record.name == "bot.handlers" and record.exc_info and isinstance(record.exc_info[1], RuntimeError)
+    assert "сломайся" not in caplog.text  # users' texts stay out of logs above DEBUG
+
+
+@pytest.mark.parametrize(
+    "content,key",
+    [
+        ({"sticker": STICKER}, "sticker"),
+        ({"photo": PHOTO, "caption": "что тут?"}, "photo"),
+        ({"voice": VOICE}, "voice"),
+        ({"document": DOCUMENT}, "document"),
+        ({"location": LOCATION}, "other_media"),
+    ],
+)
+async def test_non_text_messages_get_a_clear_reply(
+    chat: Chat, qa: ScriptedQA, content: dict, key: str
+) -> None:
+    assert await chat.texts(message_update(12, **content)) == [t(key, "ru")]
+    assert await chat.texts(message_update(12, language_code="kk", **content)) == [t(key, "kk")]
+    assert qa.calls == []
+
+
+async def test_empty_and_overlong_questions_are_refused(chat: Chat, qa: ScriptedQA) -> None:
+    assert await chat.texts(message_update(13, "\u200b \u200b")) == [t("empty", "ru")]
+    assert await chat.texts(message_update(13, "ж" * (MAX_QUESTION_CHARS + 1), language_code="kk")) == [
+        t("too_long", "kk", length=MAX_QUESTION_CHARS + 1, max_chars=MAX_QUESTION_CHARS)
+    ]
+    assert qa.calls == []
+    [answer] = await chat.texts(message_update(13, "ж" * MAX_QUESTION_CHARS))
+    assert qa.calls == ["ж" * MAX_QUESTION_CHARS] and "Источники:" in answer
+
+
+async def test_unknown_command(chat: Chat) -> None:
+    assert await chat.texts(message_update(14, "/foo bar")) == [t("unknown_command", "ru")]
+    assert await chat.texts(message_update(14, "/stats", language_code="kk")) == [t("admins_only", "kk")]
+
+
+async def test_rating_can_change_and_stale_buttons_say_so(
+    chat: Chat, api: BotAPIServer, bot_settings: Settings
+) -> None:
+    [_, answer] = await chat.send(message_update(15, "Что грозит за кражу?"))
+    message = api.sent[max(api.sent)]
+    rate_row = answer.params["reply_markup"]["inline_keyboard"][-1]
+    up, down = rate_row[0]["callback_data"], rate_row[1]["callback_data"]
+    question_id = int(up.split(":")[1])
+
+    reqs = await chat.send(callback_update(15, up, message))
+    assert [r.method for r in reqs] == ["answerCallbackQuery", "editMessageReplyMarkup"]
+    assert reqs[0].params["text"] == t("rated", "ru")
+    assert [b["text"] for b in reqs[1].params["reply_markup"]["inline_keyboard"][-1]] == ["✅ 👍", "👎"]
+    reqs = await chat.send(callback_update(15, down, api.sent[message["message_id"]]))
+    assert [b["text"] for b in reqs[1].params["reply_markup"]["inline_keyboard"][-1]] == ["👍", "✅ 👎"]
+    with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
+        assert db.execute("SELECT question_id, user_id, rating FROM ratings").fetchall() == [
+            (question_id, 15, -1)
+        ]
+
+    reqs = await chat.send(callback_update(15, "rate:424242:up", message))
+    assert [(r.method, r.params.get("text")) for r in reqs] == [
+        ("answerCallbackQuery", t("rating_expired", "ru"))
+    ]
+    reqs = await chat.send(callback_update(15, "something-old", message))
+    assert [(r.method, r.params.get("text")) for r in reqs] == [
+        ("answerCallbackQuery", t("rating_expired", "ru"))
+    ]
+
+
+async def test_stats_for_admins(chat: Chat, api: BotAPIServer) -> None:
+    await chat.send(message_update(16, "Вопрос один"))
+    await chat.send(message_update(17, "Вопрос два"))
+    await chat.send(message_update(17, "сломайся"))
+    up = api.calls("sendMessage", chat_id=16)[-1].params["reply_markup"]["inline_keyboard"][-1][0][
+        "callback_data"
+    ]
+    answered = [m for m in api.sent.values() if m["chat"]["id"] == 16][-1]
+    await chat.send(callback_update(16, up, answered))
+    [stats] = await chat.texts(message_update(ADMIN, "/stats"))
+    assert re.fullmatch(
+        r"📊 <b>Статистика</b>\nВопросов: 3 \(ответов 2, ошибок 1\), пользователей: 2\n"
+        r"Оценки: 👍 1 · 👎 0\nВремя ответа: p50 \d+\.\d\d с · p95 \d+\.\d\d с",
+        stats,
+    ), stats
+
+
+def test_feedback_store_stats(tmp_path: Path) -> None:
+    store = FeedbackStore(tmp_path / "fb.sqlite")
+    qa = ScriptedQA()
+    ids = [
+        store.record_answer(qa(f"q{i}", None), user_id=i % 3, chat_id=i % 3, latency=float(i))
+        for i in range(1, 21)
+    ]
+    store.record_failure("q", ValueError("x"), user_id=5, chat_id=5, latency=99.0)
+    assert store.rate(ids[0], 1, 1) and store.rate(ids[0], 2, 1) and store.rate(ids[1], 1, -1)
+    assert store.rate(ids[0], 1, -1)  # changed its mind
+    assert not store.rate(999, 1, 1)
+    s = store.stats()
+    assert (s.questions, s.answered, s.failed, s.users, s.up, s.down) == (21, 20, 1, 4, 1, 2)
+    assert (s.latency_p50, s.latency_p95) == (10.0, 19.0)  # failures do not count
+    assert percentile([], 0.5) is None and percentile([3.0], 0.95) == 3.0
+
+
+def test_sliding_window_limiter() -> None:
+    now = [0.0]
+    limiter = SlidingWindowLimiter(2, window=60.0, clock=lambda: now[0])
+    assert limiter.hit("a") is None
+    now[0] = 10.0
+    assert limiter.hit("a") is None
+    assert limiter.hit("b") is None  # per user
+    now[0] = 30.0
+    assert limiter.hit("a") == pytest.approx(30.0)  # the first event leaves the window at t=60
+    now[0] = 60.0
+    assert limiter.hit("a") is None  # the window slid: one event (t=10) is left in it
+    assert limiter.hit("a") == pytest.approx(10.0)
+    assert SlidingWindowLimiter(0).hit("a") is None  # 0 disables the limit
+
+
+@pytest.fixture
+def restore_loggers() -> None:
+    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def test_main_refuses_to_start_without_token(
+    settings: Settings, capsys: pytest.CaptureFixture, restore_loggers: None
+) -> None:
+    assert main(["--data-dir", str(settings.data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "TELEGRAM_BOT_TOKEN is not set" in err and "@BotFather" in err
+
+
+def test_main_refuses_webhook_without_url(
+    settings: Settings, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, restore_loggers: None
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:TEST")
+    monkeypatch.setenv("TELEGRAM_MODE", "webhook")
+    assert main(["--data-dir", str(settings.data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "TELEGRAM_WEBHOOK_URL" in err and "123456:TEST" not in err
