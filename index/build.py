@@ -383,8 +383,7 @@ def _build_pinecone(
     manifest = _read_pinecone_manifest(settings, model)
     recorded: dict[str, str] = manifest["vectors"]
     stats = index.describe_index_stats()
-    remote = (stats.get("namespaces") or {}).get(settings.pinecone_namespace) or {}
-    if recorded and not remote.get("vector_count", remote.get("vectorCount", 0)):
+    if recorded and not _remote_count(stats, settings.pinecone_namespace):
         logger.warning(
             "Pinecone namespace %r is empty although %d vectors are recorded: upserting all again",
             settings.pinecone_namespace,
@@ -418,13 +417,14 @@ def _build_pinecone(
             namespace=settings.pinecone_namespace,
         )
         docs = [chunk_document(c) for c in part]
-        store.add_texts(
-            [d.page_content for d in docs],
-            metadatas=[d.metadata for d in docs],
-            ids=[c.chunk_id for c in part],
-            batch_size=PINECONE_BATCH,
-            async_req=False,
-        )
+        for j in range(0, len(docs), PINECONE_BATCH):  # with async_req=False add_texts sends one request
+            batch = docs[j : j + PINECONE_BATCH]
+            store.add_texts(
+                [d.page_content for d in batch],
+                metadatas=[d.metadata for d in batch],
+                ids=[str(d.id) for d in batch],
+                async_req=False,
+            )
         recorded.update((c.chunk_id, hashes[c.chunk_id]) for c in part)
         _write_json(_pinecone_manifest_path(settings), {**manifest, "vectors": recorded})
     if gone:
@@ -442,7 +442,7 @@ def _build_pinecone(
         len(all_chunks),
         len(selected),
         embedded,
-        len(selected) - embedded,
+        len(todo) - embedded,
         seconds,
         0,
         unchanged=not todo and not gone,
@@ -455,7 +455,28 @@ def _load_pinecone(settings: Settings, embeddings: Embeddings) -> VectorStore:
     from langchain_pinecone import PineconeVectorStore
 
     index = pinecone_index(settings)
+    where = f"Pinecone namespace {settings.pinecone_namespace!r} at {settings.pinecone_host}"
+    if not _remote_count(index.describe_index_stats(), settings.pinecone_namespace):
+        raise IndexNotReady(f"{where} is empty: run `{_command(settings)}` with VECTOR_STORE=pinecone.")
+    path = _pinecone_manifest_path(settings)
+    if path.exists():  # a data dir that built this namespace knows which model filled it
+        built = json.loads(path.read_text(encoding="utf-8"))
+        same_place = (built.get("host"), built.get("namespace")) == (
+            settings.pinecone_host,
+            settings.pinecone_namespace,
+        )
+        if same_place and built.get("model_id") != model_id(embeddings):
+            raise IndexNotReady(
+                f"{where} was filled by {built.get('model_id')}, settings give {model_id(embeddings)}: "
+                f"run `{_command(settings)}` with VECTOR_STORE=pinecone."
+            )
     return PineconeVectorStore(index=index, embedding=embeddings, namespace=settings.pinecone_namespace)
+
+
+def _remote_count(stats: Any, namespace: str) -> int:
+    """Vectors Pinecone reports in `namespace` (0 when it does not exist)."""
+    summary = (stats.get("namespaces") or {}).get(namespace) or {}
+    return int(summary.get("vector_count", 0) or 0)
 
 
 __all__ = [
