@@ -45,6 +45,7 @@ _NUM_RE = re.compile(_NUM)
 _SID_RE = re.compile(r"\[\s*(S\s*\d+(?:\s*[,;]\s*S\s*\d+)*)\s*\]", re.I)
 _QUOTE_RE = re.compile(r"«[^»]*»|\"[^\"]*\"|“[^”]*”")
 _SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|\n+")
+_INFLECTED_NAME = 6
 _CODE_WINDOW = 30  # characters between a reference and the code it names («статья 188 Уголовного кодекса»)
 
 
@@ -73,8 +74,12 @@ def _code_names() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
     for s in ADILET_SOURCES:
         for name in (*s.aliases, s.short_ru, s.short_kk):
             names.setdefault(normalize(name), set()).add(s.doc_id)
-    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    return re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)"), {k: frozenset(v) for k, v in names.items()}
+    # Long names may take a Kazakh case ending («қылмыстық кодекс|тің»); short ones («ук», «ак») stand alone.
+    ordered = sorted(names, key=len, reverse=True)
+    alternatives = "|".join(
+        re.escape(n) + (r"\w*" if len(n) >= _INFLECTED_NAME else r"(?!\w)") for n in ordered
+    )
+    return re.compile(rf"(?<!\w)(?:{alternatives})"), {k: frozenset(names[k]) for k in ordered}
 
 
 def _code_near(text: str, start: int, end: int, *, before_first: bool) -> frozenset[str] | None:
@@ -88,7 +93,7 @@ def _code_near(text: str, start: int, end: int, *, before_first: bool) -> frozen
         candidates.reverse()
     for m in candidates:
         if m is not None:
-            return docs[m.group(0)]
+            return next(v for k, v in docs.items() if m.group(0).startswith(k))  # longest name first
     return None
 
 

@@ -12,6 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 import pytest
+from pydantic import SecretStr
+
+from config import Settings
 
 Reply = str | Callable[[dict[str, Any]], str]
 
@@ -69,7 +72,7 @@ class _Server:
                 pass
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -251,13 +254,26 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture
-def groq_server() -> Iterator[GroqServer]:
+# Registered under the short names; a test module imports the *_fixture functions to use them.
+@pytest.fixture(name="groq_server")
+def groq_server_fixture() -> Iterator[GroqServer]:
     with GroqServer() as server:
         yield server
 
 
-@pytest.fixture
-def ollama_server() -> Iterator[OllamaServer]:
+@pytest.fixture(name="ollama_server")
+def ollama_server_fixture() -> Iterator[OllamaServer]:
     with OllamaServer() as server:
         yield server
+
+
+def with_backends(
+    settings: Settings, *, groq: str | None = None, ollama: str | None = None, **more: Any
+) -> Settings:
+    """Settings pointing Groq (with a test key) and/or Ollama at the given base URLs; the others left out."""
+    update: dict[str, Any] = {"ollama_enabled": ollama is not None, **more}
+    if groq is not None:
+        update |= {"groq_api_key": SecretStr("gsk_test_key"), "groq_base_url": groq}
+    if ollama is not None:
+        update["ollama_base_url"] = ollama
+    return settings.model_copy(update=update)
