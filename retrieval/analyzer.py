@@ -60,33 +60,18 @@ _BARE_SUFFIXES = frozenset(
     "ны ні ды ді ты ті н ын ін мен бен пен ші шы інші ыншы дағы дегі тағы тегі".split()
 )
 
-# Inflectional Kazakh endings (plural, possessive, case, verb forms); derivational ones (-лық, -шы) stay.
-_KK_SUFFIXES = tuple(
-    sorted(
-        set(
-            """
-            лар лер дар дер тар тер
-            ым ім м ың ің ң ымыз іміз мыз міз ыңыз іңіз ңыз ңіз сы сі ы і
-            ның нің дың дің тың тің
-            ға ге қа ке на не
-            ны ні ды ді ты ті ын ін
-            да де та те нда нде дағы дегі тағы тегі ндағы ндегі
-            дан ден тан тен нан нен
-            мен бен пен ымен імен
-            ша ше
-            ған ген қан кен атын етін йтын йтін итін ытын
-            ады еді йды йді ады ыды іді
-            ып іп
-            у уы уі уға уге уда уде удан уден уын уін уына уіне
-            ған ғандар гендер
-            мақ мек пақ пек бақ бек
-            сыз сіз
-            """.split()
-        ),
-        key=len,
-        reverse=True,
-    )
+# Kazakh inflectional endings by slot, innermost first (stem + verb form + plural + possessive + case):
+# stripping from the right goes case → possessive → plural → verb form. Derivational ones (-лық, -шы) stay.
+_KK_SLOTS: tuple[str, ...] = (
+    """ған ген қан кен атын етін йтын йтін итін ытын ады еді йды йді ыды іді ып іп у уы уі уға уге уда уде
+    удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек сыз сіз""",
+    "лар лер дар дер тар тер",
+    "ым ім м ың ің ң ымыз іміз мыз міз ыңыз іңіз ңыз ңіз сы сі ы і",
+    """ның нің дың дің тың тің ға ге қа ке на не ны ні ды ді ты ті ын ін да де та те нда нде дағы дегі тағы
+    тегі ндағы ндегі дан ден тан тен нан нен мен бен пен ымен імен ша ше""",
 )
+_KK_SLOT = {suffix: slot for slot, words in enumerate(_KK_SLOTS) for suffix in words.split()}
+_KK_SUFFIXES = tuple(sorted(_KK_SLOT, key=len, reverse=True))
 _KK_MIN_STEM = 3
 _KK_VOWELS = frozenset("аәеиоөұүыіуэюя")
 # Root-final voicing alternates before vowel endings (бап → бабы, құқық → құқығы, жүрек → жүрегі).
@@ -95,9 +80,16 @@ _KK_DEVOICE = {"б": "п", "г": "к", "ғ": "қ"}
 _ru_stemmer = snowballstemmer.stemmer("russian")
 
 
+_CYR = "а-яәғқңөұүһі"
+# adilet's Kazakh texts often type Latin look-alikes inside Cyrillic words ("кодекстiң" with a Latin i).
+_HOMOGLYPH_RE = re.compile(rf"(?<=[{_CYR}])[ieoacpxy]+|[ieoacpxy]+(?=[{_CYR}])")
+_HOMOGLYPHS = str.maketrans("ieoacpxy", "іеоасрху")
+
+
 def normalize(text: str) -> str:
-    """Lowercase and fold ё into е, as adilet texts and people spell it both ways."""
-    return text.lower().replace("ё", "е")
+    """Lowercase, fold ё into е and Latin look-alikes inside Cyrillic words into Cyrillic (same length)."""
+    text = text.lower().replace("ё", "е")
+    return _HOMOGLYPH_RE.sub(lambda m: m.group().translate(_HOMOGLYPHS), text)
 
 
 def has_kazakh_letters(word: str) -> bool:
@@ -123,12 +115,16 @@ def _fits(rest: str, suffix: str) -> bool:
 def stem_kk(word: str) -> str:
     """Strip Kazakh inflectional endings iteratively, keeping a stem of three letters or more with a vowel."""
     stem = word
+    last = len(_KK_SLOTS)
     for _ in range(6):
         for suffix in _KK_SUFFIXES:
-            if stem.endswith(suffix):
+            slot = _KK_SLOT[suffix]
+            # the linking vowel of loanwords before a plural ("субъекті-лер") goes too
+            in_order = slot < last or (slot == 2 and last == 1 and suffix in ("ы", "і"))
+            if in_order and stem.endswith(suffix):
                 rest = stem[: -len(suffix)]
                 if len(rest) >= _KK_MIN_STEM and not _KK_VOWELS.isdisjoint(rest) and _fits(rest, suffix):
-                    stem = rest
+                    stem, last = rest, slot
                     break
         else:
             break

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID
-from retrieval.analyzer import analyze, detect_lang, has_kazakh_letters, stem_kk, stem_ru
+from retrieval.analyzer import analyze, detect_lang, has_kazakh_letters, normalize, stem_kk, stem_ru
 
 logger = logging.getLogger(__name__)
 
@@ -333,7 +333,7 @@ def _doc_for(doc_ids: tuple[str, ...], article: str) -> str:
 
 def _normalize(text: str) -> str:
     """Lowercase with ё → е, keeping every character's position (spans map back to the question)."""
-    return "".join((c.lower() or c)[0] for c in text).replace("ё", "е")
+    return normalize("".join((c.lower() or c)[0] for c in text))
 
 
 # --- synonyms and crime ---------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""retrieval.analyzer on real Russian and Kazakh law text: tokens, stopwords, stems, language detection."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import snowballstemmer
+
+from ingest_adilet.text_parser import parse_text
+from retrieval.analyzer import analyze, detect_lang, normalize, stem_kk, tokenize
+
+
+@pytest.fixture(scope="module")
+def kaz_words(shared_dir: Path) -> set[str]:
+    """Every word of the Kazakh texts in the shared corpus."""
+    words: set[str] = set()
+    for path in sorted((shared_dir / "corpus" / "kaz").glob("*.txt")):
+        words.update(re.findall(r"[^\W\d_]+", normalize(path.read_text(encoding="utf-8"))))
+    return words
+
+
+def test_lowercase_and_yo() -> None:
+    assert analyze("ЁЛКА и ещё раз Ёлка") == analyze("елка и еще раз елка")
+    assert "ё" not in "".join(analyze("Пасынок ещё учится, всё решено"))
+
+
+def test_latin_look_alikes_inside_kazakh_words() -> None:
+    # adilet's Kazakh texts type "кодекстiң" with a Latin i; Latin words stay Latin
+    assert analyze("Кодекстiң негiзгi iс", "kk") == analyze("Кодекстің негізгі іс", "kk")
+    assert tokenize("email ipod") == ["email", "ipod"]
+
+
+def test_article_numbers_stay_whole() -> None:
+    assert tokenize("Статья 188-1. Скотокрадство") == ["статья", "188-1", "скотокрадство"]
+    assert analyze("ст. 188 УК", "ru") == ["ст", "188", "ук"]
+    # Kazakh: the number is a token and the hyphenated ending is not
+    assert tokenize("ҚР ҚК-нің 188-бабы") == ["қр", "қк", "188", "бабы"]
+    assert analyze("120-125 баптары", "kk") == ["120-125", "бап"]
+
+
+def test_stopwords_removed_in_both_languages() -> None:
+    assert analyze("и в на по что если", "ru") == []
+    assert analyze("және үшін бойынша туралы осы", "kk") == []
+    assert analyze("кража и грабеж", "ru") == ["краж", "грабеж"]
+
+
+def test_russian_stems_are_snowball() -> None:
+    snowball = snowballstemmer.stemmer("russian")
+    words = "кражу кражи мошенничества увольнении работодателем алиментов наследства".split()
+    assert analyze(" ".join(words), "ru") == [snowball.stemWord(w) for w in words]
+    assert len(set(analyze("кража кражи кражу кражей", "ru"))) == 1
+
+
+@pytest.mark.parametrize(
+    ("forms", "stem"),
+    [
+        (["бап", "бабы", "баптың", "баптары", "бабына", "бабында"], "бап"),
+        (["кодекс", "кодексі", "кодексінің", "кодекстің", "кодексіне", "кодексте", "кодексінде"], "кодекс"),
+        (["заң", "заңның", "заңға", "заңда", "заңнан", "заңдар"], "заң"),
+        (["құқық", "құқығы", "құқықтары", "құқықтарын"], "құқық"),
+        (["дерек", "деректер", "деректерді", "деректердің"], "дерек"),
+        (["субъект", "субъектінің", "субъектіге", "субъектілер"], "субъект"),
+    ],
+)
+def test_kazakh_suffixes_on_real_words(forms: list[str], stem: str, kaz_words: set[str]) -> None:
+    missing = [f for f in forms if f not in kaz_words]
+    assert not missing, f"{missing} do not occur in the Kazakh corpus: pick real word forms"
+    assert {stem_kk(f) for f in forms} == {stem}
+
+
+def test_kazakh_stemmer_keeps_short_stems() -> None:
+    assert stem_kk("ата") == "ата"  # not "ат"
+    assert stem_kk("жаза") == "жаза"
+    assert stem_kk("жазасы") == "жаза"
+    assert stem_kk("ұрлығы") == "ұрлық"  # root-final ғ back to қ
+    assert stem_kk("ұрлық") == "ұрлық"
+
+
+def test_stemmer_follows_the_script_of_each_word() -> None:
+    # A Kazakh word in a Russian question still goes to the Kazakh stemmer, and the reverse.
+    assert analyze("штраф за ұрлығы", "ru") == ["штраф", "ұрлық"]
+    assert analyze("кодексінің 52-бабы", "ru")[:2] == ["кодекс", "52"]
+    # a Kazakh text stems its words without Kazakh letters as Kazakh too
+    assert analyze("кодексінің 52-бабы", "kk") == ["кодекс", "52", "бап"]
+    assert analyze("кодексінің 52-бабы") == ["кодекс", "52", "бап"]
+
+
+def test_real_articles_analyze_in_both_languages(shared_dir: Path) -> None:
+    ru = (shared_dir / "corpus" / "rus" / "K1400000226.txt").read_text(encoding="utf-8")
+    articles = {a.number: a for a in parse_text(ru, "K1400000226", "ru")}
+    terms = analyze(f"Статья 188-1. {articles['188-1'].title}\n{articles['188-1'].text}", "ru")
+    assert terms[:3] == ["стат", "188-1", "скотокрадств"]
+    assert all(terms) and "и" not in terms
+
+    kk = (shared_dir / "corpus" / "kaz" / "Z1300000094.txt").read_text(encoding="utf-8")
+    article = next(a for a in parse_text(kk, "Z1300000094", "kk") if a.number == "8")
+    kk_terms = analyze(f"{article.number}-бап. {article.title}\n{article.text}")
+    assert kk_terms[:2] == ["8", "бап"]
+    assert "дерек" in kk_terms and "және" not in kk_terms
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("Какое наказание за кражу телефона?", "ru"),
+        ("Ұрлық үшін қандай жаза бар?", "kk"),
+        ("жалақы қашан төленеді", "kk"),
+        ("жалакы кашан толенеди бойынша", "kk"),  # typed without Kazakh letters
+        ("кандай жауапкершилик бар", "kk"),
+        ("ст. 188 УК РК", "ru"),
+        ("ҚР ҚК 188-бабы", "kk"),
+        ("Можно ли уволить беременную по статье 52 ТК?", "ru"),
+        ("Еңбек кодексінің 52-бабы бойынша жұмыстан шығаруға бола ма?", "kk"),
+        ("Что значит ұрлық?", "ru"),
+        ("Алименты на ребенка: қанша төлеу керек?", "kk"),
+    ],
+)
+def test_detect_lang(text: str, lang: str) -> None:
+    assert detect_lang(text) == lang
