@@ -26,8 +26,13 @@ EDITOR_NOTE = re.compile(
     r"|Қолданушылар\s+назарына)\s*!?"
 )
 # «Примечание. См. нормативное постановление Конституционного Суда …» is the editor's pointer to case law,
-# not a note of the law itself (which «Примечание.»/«Примечания.» otherwise are, and are kept).
-EDITOR_POINTER = re.compile(r"^Примечани[ея]\s*[.:]\s*См\.")
+# not a note of the law itself (which «Примечание.»/«Примечания.» otherwise are, and are kept); so is the
+# red «Нормативным постановлением Конституционного Суда РК от … признан …» (Kazakh «ҚР Конституциялық Сотының
+# … нормативтік қаулысымен …»).
+EDITOR_POINTER = re.compile(
+    r"^Примечани[ея]\s*[.:]\s*См\.|^Нормативным\s+постановлением\s+Конституционного\s+Суда"
+    r"|^(?:ҚР\s+)?Конституциялық\s+Сотының\s.{0,60}?нормативтік\s+қаулысымен"
+)
 REPEAL = re.compile(
     r"исключен[аоы]?\b|утратил[аои]?\s+силу|алып\s+тасталды|алынып\s+тасталды|күші\s+жойылды", re.IGNORECASE
 )
