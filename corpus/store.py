@@ -226,8 +226,13 @@ def write_corpus(
         for tmp in temps.values():
             tmp.unlink(missing_ok=True)
         raise
-    # The manifest goes last: a reader that sees the new manifest sees the new records.
-    for name, tmp in temps.items():
-        os.replace(tmp, corpus_dir / name)
+    # The manifest goes last: a reader that sees the new manifest sees the new records (and if a move fails
+    # half-way, the old manifest's input hashes make the next run ingest those documents again).
+    try:
+        for name, tmp in temps.items():
+            os.replace(tmp, corpus_dir / name)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
     logger.info("corpus written to %s: %d documents updated", corpus_dir, len(updates))
     return new_manifest
