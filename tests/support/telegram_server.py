@@ -89,7 +89,7 @@ class BotAPIServer:
     async def __aenter__(self) -> BotAPIServer:
         app = web.Application()
         app.router.add_post("/bot{token}/{method}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)  # its lines hold the token
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
