@@ -233,7 +233,7 @@ def _is_signature(table: Tag) -> bool:
 
 def _is_bold_heading(p: Tag) -> bool:
     """A paragraph that is a heading: all its text is bold, or it opens with a bold article heading."""
-    bolds = p.find_all(["b", "strong"])
+    bolds = [d for d in p.descendants if isinstance(d, Tag) and d.name in ("b", "strong")]
     if not bolds:
         return False
     bold_text = clean(" ".join(b.get_text(" ") for b in bolds))
