@@ -360,7 +360,7 @@ def _phrase_span(stream: list[str], stems: tuple[str, ...]) -> frozenset[int] | 
     positions = [[i for i, s in enumerate(stream) if s == stem] for stem in stems]
     if not all(positions):
         return None
-    window = len(stems) + 2
+    window = len(stems) + 3
     for first in positions[0]:
         chosen = {first}
         for options in positions[1:]:

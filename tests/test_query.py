@@ -1,0 +1,270 @@
+"""retrieval.query: explicit references, code names, the crime check, the synonym map against the corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config import CRIMINAL_CODE_ID
+from ingest_adilet.text_parser import parse_text
+from retrieval.query import (
+    CIVIL_GENERAL_ID,
+    CIVIL_GENERAL_LAST_ARTICLE,
+    CIVIL_SPECIAL_ID,
+    ArticleRef,
+    analyze_query,
+    load_synonyms,
+)
+
+UK = CRIMINAL_CODE_ID
+KOAP = "K1400000235"
+TK = "K1500000414"
+KOBS = "K1100000518"
+CONST = "K950001000_"
+ZPP = "Z100000274_"
+
+
+def refs(*pairs: tuple[str, str]) -> tuple[ArticleRef, ...]:
+    return tuple(ArticleRef(d, a) for d, a in pairs)
+
+
+@pytest.mark.parametrize(
+    ("question", "expected", "is_range"),
+    [
+        ("ст. 188 УК", refs((UK, "188")), False),
+        ("Что грозит по статье 188 УК РК?", refs((UK, "188")), False),
+        ("статьи 188-1 УК", refs((UK, "188-1")), False),
+        ("ст.ст. 190, 191 УК", refs((UK, "190"), (UK, "191")), False),
+        ("статьи 190-192 УК РК", refs((UK, "190"), (UK, "191"), (UK, "192")), True),
+        ("статьи с 120 по 125 УК", refs(*((UK, str(n)) for n in range(120, 126))), True),
+        ("статья 608 КоАП", refs((KOAP, "608")), False),
+        ("ч. 2 ст. 73-3 КоАП РК", refs((KOAP, "73-3")), False),
+        ("ҚР ҚК 188-бабы не дейді?", refs((UK, "188")), False),
+        ("ҚК-нің 188-бабы", refs((UK, "188")), False),
+        ("Қылмыстық кодексінің 99-бабы", refs((UK, "99")), False),
+        ("Қылмыстық кодексiнiң 99-бабы", refs((UK, "99")), False),  # Latin i, as adilet types it
+        ("188-1-бабы бойынша жаза қандай?", refs((UK, "188-1")), False),
+        ("136 УК", refs((UK, "136")), False),
+        ("статья 15 Трудового кодекса", refs((TK, "15")), False),
+        ("по статье 52 трудового кодекса уволили", refs((TK, "52")), False),
+        ("Конституция статья 29", refs((CONST, "29")), False),
+        ("статья 29 Конституции РК", refs((CONST, "29")), False),
+        ("Уголовному кодексу статья 99", refs((UK, "99")), False),
+        ("Кодекса об административных правонарушениях статья 434", refs((KOAP, "434")), False),
+        ("статья 14 Закона о защите прав потребителей", refs((ZPP, "14")), False),
+        ("статья 52 ТК и статья 87 КоАП", refs((TK, "52"), (KOAP, "87")), False),
+        ("ст. 188 УК и 608 КоАП", refs((UK, "188"), (KOAP, "608")), False),
+        ("Семейного кодекса статья 139", refs((KOBS, "139")), False),
+        # the code named elsewhere in the question, once
+        ("В Трудовом кодексе что сказано в статье 52?", refs((TK, "52")), False),
+        # no code: the Criminal Code only for a crime, else any document
+        ("За кражу по 188 статье что будет?", refs((UK, "188")), False),
+        ("120-125 баптары ұрлық туралы", refs(*((UK, str(n)) for n in range(120, 126))), True),
+        ("что написано в 188 статье?", refs(("", "188")), False),
+        ("188-бап", refs(("", "188")), False),
+        ("статья 52 ТК и статья 10 КоАП, а также статья 5", refs((TK, "52"), (KOAP, "10"), ("", "5")), False),
+        # numbers that are not articles
+        ("часть 2 статьи 188 УК", refs((UK, "188")), False),
+        ("пункт 3 статьи 52 ТК", refs((TK, "52")), False),
+        ("Мне 25 лет, работаю 3 года", (), False),
+        ("Бабушка 2 бабушки", (), False),
+    ],
+)
+def test_explicit_references(question: str, expected: tuple[ArticleRef, ...], is_range: bool) -> None:
+    info = analyze_query(question)
+    assert info.refs == expected
+    assert info.is_range is is_range
+
+
+@pytest.fixture(scope="module")
+def civil_parts(shared_dir: Path) -> dict[str, list[str]]:
+    """Article numbers of the two Civil Code documents, parsed from the real texts."""
+    out = {}
+    for doc_id in (CIVIL_GENERAL_ID, CIVIL_SPECIAL_ID):
+        text = (shared_dir / "corpus" / "rus" / f"{doc_id}.txt").read_text(encoding="utf-8")
+        out[doc_id] = [a.number for a in parse_text(text, doc_id, "ru")]
+    return out
+
+
+def test_civil_code_split_matches_the_corpus(civil_parts: dict[str, list[str]]) -> None:
+    general = {int(n.split("-")[0]) for n in civil_parts[CIVIL_GENERAL_ID]}
+    special = {int(n.split("-")[0]) for n in civil_parts[CIVIL_SPECIAL_ID]}
+    assert max(general) == CIVIL_GENERAL_LAST_ARTICLE
+    assert min(special) == CIVIL_GENERAL_LAST_ARTICLE + 1
+
+
+@pytest.mark.parametrize(
+    ("question", "doc_id"),
+    [
+        ("ст. 917 ГК", CIVIL_SPECIAL_ID),
+        ("ст. 405 ГК РК", CIVIL_GENERAL_ID),
+        ("статья 406 Гражданского кодекса", CIVIL_SPECIAL_ID),
+        ("статья 157-1 ГК", CIVIL_GENERAL_ID),
+        ("АК 1072-1-бабы", CIVIL_SPECIAL_ID),
+    ],
+)
+def test_civil_code_reference_goes_to_its_part(
+    question: str, doc_id: str, civil_parts: dict[str, list[str]]
+) -> None:
+    (ref,) = analyze_query(question).refs
+    assert ref.doc_id == doc_id
+    assert ref.article in civil_parts[doc_id]
+
+
+def test_codes_named_in_the_question() -> None:
+    assert analyze_query("Что говорит Трудовой кодекс и КоАП про зарплату?").codes == (TK, KOAP)
+    assert analyze_query("по ГК").codes == ()  # a bare ambiguous abbreviation
+    assert analyze_query("статья ГК о займе").codes == (CIVIL_GENERAL_ID, CIVIL_SPECIAL_ID)
+    # УК = управляющая компания, ЖК = жилой комплекс: not codes here
+    info = analyze_query("Купил квартиру в ЖК, УК не убирает подъезд")
+    assert info.codes == () and not info.is_criminal
+
+
+CRIMINAL = [
+    "Мой сосед украл велосипед из подъезда, что ему будет?",
+    "Сколько лет дают за убийство по неосторожности?",
+    "Какое наказание за мошенничество с кредитами?",
+    "Знакомый взял взятку в акимате, могут ли его посадить?",
+    "Если продавал наркотики через закладки, какой срок?",
+    "Меня ограбили на улице и отобрали телефон",
+    "Угнали машину со двора, куда обращаться?",
+    "Возбудили уголовное дело против брата, что делать?",
+    "Может ли подозреваемый отказаться давать показания?",
+    "Грозит ли лишение свободы за побои?",
+    "Что грозит за организацию финансовой пирамиды?",
+    "Ағамның көлігін ұрлап кетті, не істеу керек?",
+    "Алаяқтар картамнан ақша алып қойды",
+    "Кісі өлтіргені үшін қандай жаза бар?",
+    "Пара бергені үшін қылмыстық жауапкершілік қандай?",
+    "Есірткі сатқаны үшін қанша жыл түрмеге отырады?",
+    "ст. 190 УК РК часть 2",
+]
+NOT_CRIMINAL = [
+    "Какой административный штраф за превышение скорости?",
+    "Какое наказание за превышение скорости на 40 км/ч?",
+    "Работодатель задерживает зарплату третий месяц",
+    "Как подать на развод, если муж не согласен?",
+    "Сколько дней ежегодного отпуска положено по закону?",
+    "Как вступить в наследство после смерти отца?",
+    "Магазин отказывается вернуть деньги за бракованный телефон",
+    "Какой размер алиментов на двоих детей?",
+    "Можно ли уволить беременную по сокращению штата?",
+    "Коллекторы звонят родственникам, законно ли это?",
+    "Что такое срок исковой давности?",
+    "Жұмыс беруші жалақыны үш ай бойы төлемей жүр",
+    "Ажырасу үшін қандай құжаттар керек?",
+    "Мұраны қалай қабылдауға болады?",
+    "Жылдамдықты асырғаны үшін айыппұл қанша?",
+    "статья 52 ТК РК",
+]
+
+
+@pytest.mark.parametrize("question", CRIMINAL)
+def test_criminal_questions(question: str) -> None:
+    assert analyze_query(question).is_criminal
+
+
+@pytest.mark.parametrize("question", NOT_CRIMINAL)
+def test_not_criminal_questions(question: str) -> None:
+    assert not analyze_query(question).is_criminal
+
+
+def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None:
+    info = analyze_query("статья 52 ТК", titles=lambda ref: "Уголовный кодекс, лишение свободы")
+    assert "лишение свободы" in info.augmented
+    assert not info.is_criminal
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Какая ответственность за создание финансовой пирамиды?", (UK, "217")),
+        ("Ребенка подменили в роддоме, что делать?", (UK, "136")),
+        ("Нәрестені ауыстырғаны үшін жаза бар ма?", (UK, "136")),
+        ("Что будет, если украду шоколадку?", (UK, "188")),
+        ("Ұрлық жасағаны үшін не болады?", (UK, "188")),
+        ("Врачебная ошибка привела к смерти мамы", (UK, "317")),
+        ("Поймали пьяным за рулем", (KOAP, "608")),
+        ("Мас күйінде көлік жүргізгені үшін айыппұл", (KOAP, "608")),
+        ("Бывший муж не платит алименты уже год", (UK, "139")),
+        ("Зарплату не выплачивают два месяца", (TK, "113")),
+        ("Хочу вернуть товар в магазин без чека", (ZPP, "14")),
+        ("Как поделить совместно нажитое имущество?", (KOBS, "37")),
+        ("Если украли невесту, это преступление?", (UK, "125")),
+    ],
+)
+def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
+    info = analyze_query(question)
+    assert ArticleRef(*expected) in info.synonym_refs
+
+
+def test_a_phrase_inside_a_longer_phrase_gives_way() -> None:
+    # "украли" alone means theft; "украли невесту" is kidnapping, not theft
+    info = analyze_query("Если украли невесту, это преступление?")
+    assert ArticleRef(UK, "188") not in info.synonym_refs
+
+
+def test_no_synonyms_for_an_unrelated_question() -> None:
+    assert analyze_query("Какая сегодня погода в Алматы?").synonym_refs == ()
+    # a Kazakh-only word typed in a Russian question does not fire ("пара" is a bribe in Kazakh)
+    assert analyze_query("Купил пару ботинок").synonym_refs == ()
+
+
+def test_augmented_query_injects_numbers_titles_and_code() -> None:
+    titles = {ArticleRef(UK, "136"): "Подмена ребенка"}
+    info = analyze_query("Какая статья УК РК за подмену ребенка?", titles=titles.get)
+    assert info.augmented.startswith("Какая статья УК РК за подмену ребенка?")
+    assert "УК РК статья 136 Подмена ребенка" in info.augmented
+    kk = analyze_query("ҚК-нің 190-192 баптары", titles=lambda ref: None)
+    for n in ("190", "191", "192"):
+        assert f"ҚР ҚК {n}-бап УК РК статья {n}" in kk.augmented
+    assert analyze_query("что в 188 статье?").augmented.endswith("статья 188")
+
+
+@pytest.fixture(scope="module")
+def corpus_articles(shared_dir: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    """(doc_id, number) → (title, status) for every document the synonym map cites, by the real parser."""
+    docs = {r.doc_id for e in load_synonyms().entries for r in e.refs}
+    out = {}
+    for doc_id in sorted(docs):
+        text = (shared_dir / "corpus" / "rus" / f"{doc_id}.txt").read_text(encoding="utf-8")
+        for article in parse_text(text, doc_id, "ru"):
+            out[(doc_id, article.number)] = (article.title, article.status)
+    return out
+
+
+def test_every_synonym_article_exists_in_force_with_its_title(
+    corpus_articles: dict[tuple[str, str], tuple[str, str]],
+) -> None:
+    entries = load_synonyms().entries
+    assert len(entries) >= 60
+    wrong = []
+    for entry in entries:
+        assert entry.refs and (entry.phrases_ru or entry.phrases_kk), entry.topic
+        for ref in entry.refs:
+            found = corpus_articles.get((ref.doc_id, ref.article))
+            if found != (ref.title, "in_force"):
+                wrong.append(f"{entry.topic}: {ref.doc_id} {ref.article} {ref.title!r} → corpus {found}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_criminal_entries_cite_the_criminal_code() -> None:
+    for entry in load_synonyms().entries:
+        if entry.criminal:
+            assert any(r.doc_id == UK for r in entry.refs), entry.topic
+
+
+def test_every_phrase_finds_its_own_entry() -> None:
+    missing = []
+    for entry in load_synonyms().entries:
+        expected = {ArticleRef(r.doc_id, r.article) for r in entry.refs}
+        for phrase in entry.phrases_ru:
+            found = set(analyze_query(f"Вопрос: {phrase}?").synonym_refs)
+            if not expected <= found:
+                missing.append(f"ru {phrase!r} ({entry.topic})")
+        for phrase in entry.phrases_kk:
+            found = set(analyze_query(f"{phrase} туралы сұрақ бар").synonym_refs)
+            if not expected <= found:
+                missing.append(f"kk {phrase!r} ({entry.topic})")
+    assert not missing, "\n".join(missing)
