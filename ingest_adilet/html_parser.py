@@ -157,13 +157,13 @@ class _Reader:
         self.stopped = False
 
     def flush(self) -> None:
-        if self.current.parts or self.current.heading is not None:
-            if self.current.heading is not None or any(t.strip() for t, _ in self.current.parts):
-                self.lines.append(self.current)
-                self.current = _Line()
-                return
-        # an empty line: keep its anchors for the next one (an anchor in an empty <p> marks what follows)
-        self.current = _Line(anchors=self.current.anchors)
+        """End the current line; an empty one passes its anchors on (an anchor alone marks what follows)."""
+        line = self.current
+        if any(t.strip() for t, _ in line.parts):
+            self.lines.append(line)
+            self.current = _Line()
+        else:
+            self.current = _Line(anchors=line.anchors)
 
     def walk(self, node: Tag, kind: Kind) -> None:
         for child in node.children:
@@ -213,7 +213,7 @@ class _Reader:
         inner.flush()
         anchors = [str(tag["id"])] if tag.get("id") else []
         texts: list[str] = []
-        for line in inner.lines:
+        for line in (*inner.lines, inner.current):
             anchors += line.anchors
             # a footnote or red note inside a heading is not part of it
             if text := line.text("text", "link"):
@@ -292,8 +292,7 @@ class _Assembler:
     def _add(self, para: _Para) -> None:
         paras = self._paras
         last = paras[-1] if paras else None
-        continues_note = last is not None and last.kind == "editor" and not EDITOR_NOTE.match(para.text)
-        if para.kind == "editor" and continues_note:
+        if para.kind == "editor" and last is not None and last.kind == "editor" and not _note_start(para):
             last.text = clean(f"{last.text} {para.text}")  # the body of a red note under its header
             last.anchors += para.anchors
         elif para.kind == "footnote" and not is_footnote(para.text):
@@ -310,8 +309,8 @@ class _Assembler:
         last_level = None
         for i, text in enumerate(line.heading or ()):
             article = match_article_heading(text)
-            if article is not None and not opened:
-                self._open(article, line.anchors)
+            if article is not None:  # a second one in the same element gets no anchor of its own
+                self._open(article, [] if opened else line.anchors)
                 opened = True
                 continue
             structural = match_structural_heading(text)
@@ -380,6 +379,10 @@ class _Assembler:
         if notes:
             built = replace(built, editor_notes=built.editor_notes + tuple(notes))
         self.articles.append(built)
+
+
+def _note_start(para: _Para) -> bool:
+    return EDITOR_NOTE.match(para.text) is not None
 
 
 def _about(para: _Para, next_number: str, number: str) -> bool:
