@@ -11,13 +11,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from config import ADILET_SOURCES, AdiletSource, Settings
+from config import ADILET_SOURCES, PROJECT_DIR, AdiletSource, Settings
 from corpus.chunking import chunk_article
 from corpus.errors import IngestError, UserError
 from corpus.records import Article, Chunk, Lang, content_hash
@@ -29,8 +30,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Bump when parsing or chunking changes what an unchanged input yields: every document is then re-parsed.
+# Bump when what an unchanged input yields changes for a reason outside the parser modules below.
 PARSER_VERSION = "1"
+# Their source is part of the input hash: a change to parsing or chunking re-parses every document.
+_PARSER_MODULES = ("ingest_adilet/headings.py", "ingest_adilet/articles.py", "ingest_adilet/text_parser.py",
+                   "ingest_adilet/html_parser.py", "corpus/chunking.py", "corpus/records.py")
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
 
 Outcome = Literal["ingested", "unchanged", "skipped", "failed"]
@@ -100,8 +104,16 @@ def _local_inputs(source_dir: Path, doc: AdiletSource, lang: Lang) -> list[_Inpu
     return inputs
 
 
+@cache
+def parser_version() -> str:
+    """PARSER_VERSION plus a hash of the parsing and chunking code."""
+    paths = [PROJECT_DIR / m for m in _PARSER_MODULES]
+    sources = [p.read_text(encoding="utf-8") for p in paths if p.exists()]
+    return f"{PARSER_VERSION}:{content_hash(*sources)[:16]}"
+
+
 def _input_hash(inp: _Input, settings: Settings) -> str:
-    return content_hash(PARSER_VERSION, str(settings.chunk_max_chars), inp.source, inp.raw)
+    return content_hash(parser_version(), str(settings.chunk_max_chars), inp.source, inp.raw)
 
 
 def _records(
