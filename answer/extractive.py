@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,9 +19,9 @@ logger = logging.getLogger(__name__)
 
 # «1. Кража, …» / «2-1. …» opens a numbered part; sub-items «1)» and the «наказывается …» line belong to it.
 _PART_RE = re.compile(r"^\d+(?:-\d+)?\.\s")
-# A sub-item that is only a repeal note says nothing to the reader of today's law.
+# A part or sub-item that is only a repeal note says nothing to the reader of today's law.
 _REPEALED_ITEM_RE = re.compile(
-    r"^\d+(?:-\d+)?\)\s*(?:исключен|утратил|алып\s+тасталды|алынып\s+тасталды)", re.I
+    r"^\d+(?:-\d+)?[.)]\s*(?:исключен|утратил|алып\s+тасталды|алынып\s+тасталды)", re.I
 )
 _PUNISHMENT_RE = re.compile(r"наказыва|жазалан", re.I)
 
@@ -81,13 +82,23 @@ def _pick(scored: list[_Unit], *, crime: bool, budget: int) -> list[_Unit]:
 
 
 def _relevant(sources: Sequence[Source], question_terms: list[str], *, is_range: bool) -> list[Source]:
-    """The best source always; others sharing at least half as many question terms as the best match."""
+    """The best source always; others scoring at least half as much as the best one.
+
+    A question term found in every source («наказание» among articles of the Criminal Code) tells them apart
+    less than one found in few («кража»): terms weigh log(1 + n / sources containing them).
+    """
     if is_range:
         return list(sources[:MAX_RANGE_SOURCES])
-    scores = [coverage(question_terms, TermSet.of(f"{s.title}\n{s.snippet}", s.lang)) for s in sources]
+    term_sets = [TermSet.of(f"{s.title}\n{s.snippet}", s.lang) for s in sources]  # type: ignore[arg-type]
+    found = {t: [t in ts for ts in term_sets] for t in set(question_terms)}
+    weight = {t: math.log(1 + len(sources) / sum(hits)) for t, hits in found.items() if any(hits)}
+    scores = [sum(w for t, w in weight.items() if found[t][i]) for i in range(len(sources))]
     best = max(scores, default=0.0)
-    pairs = enumerate(zip(sources, scores, strict=True))
-    keep = [s for i, (s, sc) in pairs if i == 0 or sc > 0 and sc >= best / 2]
+    keep = [
+        s
+        for i, (s, sc) in enumerate(zip(sources, scores, strict=True))
+        if i == 0 or 0 < sc and sc >= best / 2
+    ]
     return keep[:MAX_SOURCES]
 
 
@@ -102,6 +113,14 @@ def _quote(source: Source, picked: list[_Unit]) -> str:
     return "\n".join(parts)
 
 
+@dataclass(frozen=True)
+class Extract:
+    """An answer made of quotes, and the sources it quotes."""
+
+    text: str
+    sources: tuple[Source, ...]
+
+
 def extractive_answer(
     question: str,
     sources: Sequence[Source],
@@ -111,15 +130,16 @@ def extractive_answer(
     settings: Settings,
     is_range: bool = False,
     note: str | None = None,
-) -> str:
+) -> Extract:
     """Quotes of the matching parts of the relevant sources with citations and links, then the disclaimer."""
     phrases = load_phrases(settings, lang)
     head = [note] if note else []
     if not sources:
-        return "\n\n".join([*head, phrases.no_sources, phrases.disclaimer])
+        return Extract("\n\n".join([*head, phrases.no_sources, phrases.disclaimer]), ())
     question_terms = analyze(question, "kk" if lang == "kk" else "ru")
+    quoted = _relevant(sources, question_terms, is_range=is_range)
     blocks: list[str] = []
-    for rank, source in enumerate(_relevant(sources, question_terms, is_range=is_range)):
+    for rank, source in enumerate(quoted):
         crime = is_criminal and source.doc_id == CRIMINAL_CODE_ID
         budget = TOP_SOURCE_CHARS if rank == 0 and not is_range else OTHER_SOURCE_CHARS
         picked = _pick(_scored_units(source, question_terms), crime=crime, budget=budget)
@@ -129,4 +149,4 @@ def extractive_answer(
         if picked:
             lines.append(_quote(source, picked))
         blocks.append("\n".join(lines))
-    return "\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer])
+    return Extract("\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), tuple(quoted))

@@ -10,11 +10,11 @@ from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
 
-from answer.context import format_context, label, to_sources
+from answer.context import format_context, to_sources
 from answer.extractive import extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model
-from answer.records import Answer, Source
+from answer.records import Answer
 from answer.templates import Phrases, load_phrases, load_template, select_template
 from config import Settings
 
@@ -23,15 +23,9 @@ logger = logging.getLogger(__name__)
 EXTRACTIVE = "extractive"
 
 
-def _finish(
-    text: str, sources: Sequence[Source], cited: Sequence[str], phrases: Phrases, settings: Settings
-) -> str:
-    """The model's text, then the sources it cites with their links, then the disclaimer (always, once)."""
-    body = strip_disclaimer(text, phrases.disclaimer).strip()
-    listed = [s for s in sources if s.source_id in cited]
-    block = "\n".join(f"{label(s, settings)} — {s.url}" if s.url else label(s, settings) for s in listed)
-    parts = [body, f"{phrases.sources_heading}\n{block}" if listed else "", phrases.disclaimer]
-    return "\n\n".join(p for p in parts if p)
+def _with_disclaimer(text: str, phrases: Phrases) -> str:
+    """The model's text ending with the disclaimer, once, whether the model wrote it or not."""
+    return f"{strip_disclaimer(text, phrases.disclaimer).strip()}\n\n{phrases.disclaimer}"
 
 
 def answer_chain(settings: Settings, template: str, lang: str, chat_model: Runnable) -> Runnable:
@@ -101,8 +95,8 @@ def answer_question(
             if verdict.ok:
                 timings["total"] = time.perf_counter() - start
                 return Answer(
-                    text=_finish(reply["text"], sources, verdict.cited, phrases, settings),
-                    sources=sources,
+                    text=_with_disclaimer(reply["text"], phrases),
+                    sources=tuple(s for s in sources if s.source_id in verdict.cited),
                     template=template,
                     backend=reply["backend"],
                     grounded=True,
@@ -113,7 +107,7 @@ def answer_question(
             notes += [f"{reply['backend']} answer failed grounding", *verdict.notes]
             user_note = phrases.grounding_failed
 
-    text = extractive_answer(
+    extract = extractive_answer(
         question,
         sources,
         lang=lang,
@@ -125,4 +119,4 @@ def answer_question(
     lap("extractive")
     timings["total"] = time.perf_counter() - start
     # Quotes of the sources are grounded by construction; with no source there is nothing to rest on.
-    return Answer(text, sources, template, EXTRACTIVE, bool(sources), tuple(notes), timings)
+    return Answer(extract.text, extract.sources, template, EXTRACTIVE, bool(sources), tuple(notes), timings)

@@ -35,7 +35,6 @@ class Phrases(BaseModel):
     no_sources: str
     grounding_failed: str
     model_failed: str
-    sources_heading: str
     repealed: str
 
 

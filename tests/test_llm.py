@@ -103,6 +103,25 @@ def test_a_backend_that_is_not_configured_is_left_out(settings: Settings, ollama
     assert backend_of(model.invoke(MESSAGES)) == "ollama"
 
 
+def test_a_hanging_backend_is_abandoned_after_the_timeout(
+    settings: Settings, groq_server: GroqServer, ollama_server: OllamaServer
+):
+    groq_server.delay = 5.0
+    ollama_server.reply = "Ответ Ollama [S1]."
+    model = build_chat_model(
+        with_backends(settings, groq=groq_server.url, ollama=ollama_server.url, llm_timeout=0.3)
+    )
+    assert backend_of(model.invoke(MESSAGES)) == "ollama"
+    assert len(groq_server.received) == 1
+
+
+def test_a_hanging_ollama_times_out_too(settings: Settings, ollama_server: OllamaServer):
+    ollama_server.delay = 5.0
+    model = build_chat_model(with_backends(settings, ollama=ollama_server.url, llm_timeout=0.3))
+    with pytest.raises(Exception, match="[Tt]imed? ?out"):
+        model.invoke(MESSAGES)
+
+
 def test_both_down_raises_for_the_caller_to_handle(settings: Settings):
     model = build_chat_model(with_backends(settings, groq=closed_port_url(), ollama=closed_port_url()))
     with pytest.raises(Exception, match="[Cc]onnect"):

@@ -48,6 +48,7 @@ class _Server:
     def __init__(self, reply: Reply = "Ответ [S1].") -> None:
         self.reply: Reply = reply
         self.failure: _Failure | None = None
+        self.delay = 0.0  # seconds to sit on each request before answering: a backend that hangs
         self.received: list[Received] = []
         server = self
 
@@ -63,10 +64,18 @@ class _Server:
                 return rec
 
             def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-                server.handle(self, self._read())
+                self._answer()
 
             def do_POST(self) -> None:  # noqa: N802
-                server.handle(self, self._read())
+                self._answer()
+
+            def _answer(self) -> None:
+                rec = self._read()
+                time.sleep(server.delay)
+                try:
+                    server.handle(self, rec)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up waiting
+                    pass
 
             def log_message(self, format: str, *args: Any) -> None:  # quiet test output
                 pass
