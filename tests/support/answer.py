@@ -8,7 +8,8 @@ from pathlib import Path
 from langchain_core.documents import Document
 
 from config import source
-from corpus.records import Article, Chunk
+from corpus.chunking import chunk_article
+from corpus.records import Article
 from ingest_adilet.text_parser import parse_text
 
 UK = "K1400000226"  # Criminal Code (Russian only in ../shared)
@@ -25,35 +26,11 @@ def articles(shared_dir: Path, doc_id: str, lang: str = "ru") -> dict[str, Artic
     return {a.number: a for a in parsed}
 
 
-def _chunks(article: Article) -> list[Chunk]:
-    try:
-        from corpus.chunking import chunk_article
-    except ImportError:  # the chunker lands separately; until then one chunk per article, as it would cut it
-        reg = source(article.doc_id)
-        word = f"{article.number}-бап" if article.lang == "kk" else f"Статья {article.number}"
-        return [
-            Chunk(
-                chunk_id=f"{article.doc_id}:{article.lang}:{article.number}:0",
-                doc_id=article.doc_id,
-                lang=article.lang,
-                article=article.number,
-                title=article.title,
-                code=reg.short(article.lang),
-                kind=reg.kind,
-                text=f"{reg.short(article.lang)}. {word}. {article.title}\n{article.text}"[:1800],
-                url=article.url,
-                status=article.status,
-                path=article.path,
-            )
-        ]
-    return chunk_article(article, source(article.doc_id))
-
-
 def docs(shared_dir: Path, doc_id: str, numbers: list[str], lang: str = "ru") -> list[Document]:
     """One Document per article (its first chunk), best first, as the retrieval stage hands them over."""
     found = articles(shared_dir, doc_id, lang)
     out = []
     for rank, number in enumerate(numbers):
-        chunk = _chunks(found[number])[0]
+        chunk = chunk_article(found[number], source(doc_id))[0]
         out.append(Document(page_content=chunk.text, metadata={**chunk.metadata(), "score": 1.0 - rank / 10}))
     return out
