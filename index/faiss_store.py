@@ -86,22 +86,90 @@ class LawFAISS(FAISS):
         fetch_k: int = 20,
         **kwargs: Any,
     ) -> list[tuple[Document, float]]:
+        # One query vector: OpenMP threads only add start-up and spinning (measured at 40k vectors on a
+        # loaded 2-core machine: 6 ms with one thread, 64 ms with two).
+        faiss.omp_set_num_threads(1)
         if filter is None or self.index.ntotal == 0:
             return super().similarity_search_with_score_by_vector(embedding, k, None, fetch_k, **kwargs)
-        matches = self._create_filter_func(filter)
-        positions = [i for i, (_, doc) in enumerate(_ordered(self)) if matches(doc.metadata)]
-        if not positions:
+        positions = self._positions(filter)
+        if len(positions) == 0:
             return []
-        vector = np.array([embedding], dtype=np.float32)
-        params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.array(positions, dtype=np.int64)))
-        scores, found = self.index.search(vector, min(k, len(positions)), params=params)
+        query = np.asarray(embedding, dtype=np.float32)
+        scores = self._vectors()[positions] @ query  # exact inner products inside the filter
+        top = np.argsort(-scores, kind="stable")[:k] if len(scores) <= 4 * k else _top(scores, k)
         docs = [
-            (self.docstore.search(self.index_to_docstore_id[int(i)]), float(s))
-            for s, i in zip(scores[0], found[0], strict=True)
-            if i != -1
+            (self.docstore.search(self.index_to_docstore_id[int(positions[j])]), float(scores[j]))
+            for j in top
         ]
         threshold = kwargs.get("score_threshold")
         return docs if threshold is None else [(d, s) for d, s in docs if s >= threshold]
+
+    def _vectors(self) -> np.ndarray:
+        """The flat index's vectors as a zero-copy (n, d) array."""
+        n, d = self.index.ntotal, self.index.d
+        return faiss.rev_swig_ptr(faiss.downcast_index(self.index).get_xb(), n * d).reshape(n, d)
+
+    def _positions(self, filter: dict[str, Any] | Any) -> np.ndarray:  # noqa: A002
+        """Index positions whose metadata pass the filter: set algebra on a per-field value index when the
+        filter is plain equality / $eq / $in, otherwise a scan with LangChain's filter semantics."""
+        conds = _simple_conditions(filter)
+        if conds is None:
+            matches = self._create_filter_func(filter)
+            return np.array(
+                [i for i, (_, doc) in enumerate(_ordered(self)) if matches(doc.metadata)], dtype=np.int64
+            )
+        result: np.ndarray | None = None
+        for field, values in conds.items():
+            by_value = self._field_index(field)
+            hits = [by_value[v] for v in values if v in by_value]
+            found = np.unique(np.concatenate(hits)) if hits else np.empty(0, dtype=np.int64)
+            result = found if result is None else np.intersect1d(result, found, assume_unique=True)
+        return result if result is not None else np.arange(self.index.ntotal, dtype=np.int64)
+
+    def _field_index(self, field: str) -> dict[Any, np.ndarray]:
+        """value → positions for one metadata field, built on first use, rebuilt when documents are added."""
+        cache: dict[str, tuple[int, dict[Any, np.ndarray]]] = self.__dict__.setdefault("_field_cache", {})
+        if field in cache and cache[field][0] == self.index.ntotal:
+            return cache[field][1]
+        groups: dict[Any, list[int]] = {}
+        for i, (_, doc) in enumerate(_ordered(self)):
+            value = doc.metadata.get(field)
+            if isinstance(value, str | int | float | bool) or value is None:
+                groups.setdefault(value, []).append(i)
+        index = {v: np.array(p, dtype=np.int64) for v, p in groups.items()}
+        cache[field] = (self.index.ntotal, index)
+        return index
+
+
+def _simple_conditions(filter: Any) -> dict[str, list[Any]] | None:  # noqa: A002
+    """{field: accepted values} for filters made only of equality, lists, $eq and $in; else None."""
+    if not isinstance(filter, dict):
+        return None
+    out: dict[str, list[Any]] = {}
+    for field, cond in filter.items():
+        if field.startswith("$"):
+            return None
+        if isinstance(cond, dict):
+            if len(cond) != 1:
+                return None
+            [(op, arg)] = cond.items()
+            if op == "$eq" and not isinstance(arg, list | dict):
+                out[field] = [arg]
+            elif op == "$in" and isinstance(arg, list | tuple):
+                out[field] = list(arg)
+            else:
+                return None
+        elif isinstance(cond, list | tuple):
+            out[field] = list(cond)
+        else:
+            out[field] = [cond]
+    return out
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, best first."""
+    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    return part[np.argsort(-scores[part], kind="stable")]
 
 
 def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:

@@ -6,6 +6,7 @@ import math
 import pickle
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain_community.vectorstores import FAISS
 from langchain_core.documents import Document
@@ -141,3 +142,37 @@ def test_failed_save_leaves_the_previous_index(
 def test_missing_index_raises_file_not_found(tmp_path: Path, fake: KeywordEmbeddings) -> None:
     with pytest.raises(FileNotFoundError):
         load_faiss(tmp_path / "nothing", fake)
+
+
+def test_filtered_search_equals_the_full_ranking_restricted(fake: KeywordEmbeddings) -> None:
+    """Every filter form gives the unfiltered order restricted to the matching documents."""
+    rng = np.random.default_rng(7)
+    n = 300
+    vectors = rng.standard_normal((n, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    meta = [
+        {"doc_id": f"D{i % 7}", "article": str(i % 13), "lang": "ru" if i % 3 else "kk", "n": i}
+        for i in range(n)
+    ]
+    docs = [Document(page_content=f"doc {i}", metadata=m) for i, m in enumerate(meta)]
+    store = LawFAISS.from_vectors(fake, docs, vectors, [str(i) for i in range(n)])
+    query = rng.standard_normal(8).astype(np.float32)
+    full = [d.metadata["n"] for d, _ in store.similarity_search_with_score_by_vector(query.tolist(), k=n)]
+    filters = [
+        {"doc_id": "D3"},
+        {"doc_id": {"$in": ["D1", "D2"]}, "lang": {"$eq": "kk"}},
+        {"article": ["1", "2", "3"], "lang": "ru"},
+        {"lang": {"$nin": ["ru"]}},  # not a plain condition: the scan path
+        {"$or": [{"doc_id": "D0"}, {"article": "5"}]},
+    ]
+    for flt in filters:
+        keep = FAISS._create_filter_func(flt)
+        want = [i for i in full if keep(meta[i])][:10]
+        got = [
+            d.metadata["n"] for d, _ in store.similarity_search_with_score_by_vector(query.tolist(), 10, flt)
+        ]
+        assert got == want, flt
+    # the per-field value index follows documents added later
+    store.add_embeddings([("late", vectors[0].tolist())], metadatas=[{"doc_id": "D99", "n": n}], ids=["late"])
+    [(late, score)] = store.similarity_search_with_score_by_vector(vectors[0].tolist(), 5, {"doc_id": "D99"})
+    assert late.page_content == "late" and score == pytest.approx(1.0, abs=1e-5)

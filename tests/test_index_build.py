@@ -231,3 +231,15 @@ def test_real_model_finds_theft_from_kazakh(real_store: tuple[LawFAISS, IndexRep
     assert "188" in ranked(store, "ұрлық үшін қандай жаза қарастырылған?")[:3]
     assert "188" in ranked(store, "бөтеннің мүлкін жасырын ұрлау")[:5]
     assert "188" in ranked(store, "ұрлық")[:10]
+
+
+def test_progress_and_estimate_are_reported(
+    settings: Settings, fake: KeywordEmbeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    many = [make_chunk(UK, "ru", str(300 + i), "Статья", f"убийство {i}") for i in range(70)]
+    with caplog.at_level("INFO", logger="index.build"):
+        report = build_index(settings, chunks=many, embeddings=fake, progress=True)
+    assert report.embedded == 70
+    text = caplog.text
+    assert "70 texts to embed, 0 of 70 from the embedding cache" in text
+    assert "texts/s: about" in text and "remaining 38" in text  # measured on the first batch of 32
