@@ -62,7 +62,8 @@ def test_groq_answer_is_grounded_cited_and_ends_with_the_disclaimer(
     assert answer.text == f"{THEFT_A}\n\n{phrases.disclaimer}"
     # the sources the answer cites, with their labels: faces list them with links
     assert [(s.source_id, s.article) for s in answer.sources] == [("S1", "188"), ("S2", "187")]
-    assert {"context", "llm", "grounding", "total"} <= answer.timings.keys()
+    assert {"context_ms", "llm_ms", "grounding_ms", "answer_ms"} <= answer.timings.keys()
+    assert "extractive_ms" not in answer.timings
 
     [req] = groq_server.received
     assert req.headers["authorization"] == "Bearer gsk_test_key"
@@ -116,6 +117,7 @@ def test_no_model_configured_answers_with_quotes_and_no_note(settings: Settings,
     assert answer.backend == "extractive" and answer.grounded
     assert answer.text.startswith(load_phrases(settings, "ru").extractive_intro)
     assert answer.notes == ("no chat model configured",)
+    assert "extractive_ms" in answer.timings and "llm_ms" not in answer.timings
 
 
 def test_an_answer_citing_an_article_outside_the_sources_is_replaced(
