@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
@@ -26,6 +30,8 @@ from bot.ratelimit import SlidingWindowLimiter
 from bot.texts import COMMANDS
 from config import Settings
 from corpus.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 QA_WORKERS = 16  # threads for invoke_qa: most of an answer is waiting on the LLM's HTTP reply
 
@@ -76,10 +82,29 @@ def _default_lookup() -> handlers.Lookup:
     return rag_chain.lookup_article
 
 
-async def _set_commands(app: Application) -> None:
-    """The command menu, in Russian by default and in Kazakh for Kazakh-speaking apps."""
+async def _post_init(app: Application) -> None:
+    """Set the command menus (Russian by default, Kazakh for Kazakh apps) and start loading the chain."""
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["ru"]])
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["kk"]], language_code="kk")
+    app.bot_data["warm_up"] = asyncio.create_task(_warm_up(app.bot_data["services"]))
+
+
+async def _warm_up(svc: handlers.BotServices) -> None:
+    """Load the chain before the first question arrives, and say early when the index is missing.
+
+    lookup_article() loads the same cached chain as invoke_qa(), without asking a model anything.
+    """
+    started = time.perf_counter()
+    try:
+        await asyncio.get_running_loop().run_in_executor(
+            svc.executor, functools.partial(svc.lookup, "УК", "1", settings=svc.settings)
+        )
+    except UserError as err:
+        logger.warning("the chain is not ready, questions will get this message: %s", err)
+    except Exception:
+        logger.exception("loading the chain failed; questions will be retried when they come")
+    else:
+        logger.info("chain ready in %.1f s", time.perf_counter() - started)
 
 
 async def _shutdown(app: Application) -> None:
@@ -121,7 +146,7 @@ def build_application(
                 store_data=PersistenceInput(bot_data=False, chat_data=False, callback_data=False),
             )
         )
-        .post_init(_set_commands)
+        .post_init(_post_init)
         .post_shutdown(_shutdown)
         .build()
     )

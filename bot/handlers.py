@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 2000
 TYPING_REFRESH = 4.5  # Telegram shows "typing…" for 5 s per chat action
+_KAZAKH_LETTERS = re.compile("[ӘәҒғҚқҢңӨөҰұҮүҺһІі]")
 _INVISIBLE = re.compile(r"[\u200b-\u200f\u2060\ufeff]")
 _ARTICLE_WORDS = {"ст", "ст.", "статья", "статьи", "бап", "бабы", "article", "art", "art.", "№"}
 T = TypeVar("T")
@@ -43,7 +44,7 @@ class QA(Protocol):
 
 
 class Lookup(Protocol):
-    def __call__(self, code: str, number: str, settings: Settings) -> Article | None: ...
+    def __call__(self, code: str, number: str, settings: Settings, lang: str = "ru") -> Article | None: ...
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,11 @@ def parse_article_args(args: list[str]) -> tuple[str, str] | None:
     return " ".join(words[:-1]), number
 
 
+def article_lang(code: str, ui_lang: Lang) -> Lang:
+    """Kazakh text for a code named in Kazakh («ҚК», «ӘҚБтК»), else the user's language."""
+    return "kk" if _KAZAKH_LETTERS.search(code) else ui_lang
+
+
 async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Show an article verbatim: /article УК 188."""
     message = update.effective_message
@@ -163,7 +169,8 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     svc = services(context)
     async with typing(message):
         article = await run_blocking(
-            context, functools.partial(svc.lookup, code, number, settings=svc.settings)
+            context,
+            functools.partial(svc.lookup, code, number, settings=svc.settings, lang=article_lang(code, lang)),
         )
     if article is None:
         await message.reply_html(t("article_not_found", lang, code=code, number=number))

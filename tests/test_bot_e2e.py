@@ -23,6 +23,7 @@ from bot.app import build_application, webhook_kwargs
 from bot.logsetup import NOISY_LOGGERS, RedactingFormatter, quiet_noisy_loggers
 from bot.texts import t
 from config import Settings
+from corpus.errors import IndexNotReady
 from tests.support.bot import ScriptedQA, SharedLookup, long_answer
 from tests.support.telegram_server import (
     STICKER,
@@ -261,16 +262,35 @@ async def test_webhook_mode(api: BotAPIServer, settings: Settings, shared_dir) -
     assert [r.params["text"] for r in api.calls("sendMessage")] == [t("start", "kk")]
 
 
-async def test_command_menus_are_set_in_both_languages(
-    api: BotAPIServer, settings: Settings, shared_dir
+async def test_post_init_sets_command_menus_and_loads_the_chain(
+    api: BotAPIServer, settings: Settings, shared_dir, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = build_application(settings_for(settings, api), qa=ScriptedQA(), lookup=SharedLookup(shared_dir))
+    lookup = SharedLookup(shared_dir)
+    app = build_application(settings_for(settings, api), qa=ScriptedQA(), lookup=lookup)
+    caplog.set_level(logging.INFO)
     async with app:
         await app.post_init(app)
+        await app.bot_data["warm_up"]
+    app.bot_data["services"].executor.shutdown()
     calls = api.calls("setMyCommands")
     assert [c.params.get("language_code") for c in calls] == [None, "kk"]
     assert [c["command"] for c in calls[0].params["commands"]] == ["help", "article", "lang"]
     assert calls[1].params["commands"][1]["description"] == "Баптың мәтіні: /article ҚК 188"
+    assert lookup.calls == [("УК", "1", "ru")]  # the chain is loaded before the first question
+    assert "chain ready" in caplog.text
+
+
+async def test_warm_up_reports_a_missing_index(api: BotAPIServer, settings: Settings, caplog) -> None:
+    def lookup(code: str, number: str, settings: Settings, lang: str = "ru") -> None:
+        raise IndexNotReady("the index is not built: run python -m rag_chain prepare")
+
+    app = build_application(settings_for(settings, api), qa=ScriptedQA(), lookup=lookup)
+    async with app:
+        await app.post_init(app)
+        await app.bot_data["warm_up"]
+    app.bot_data["services"].executor.shutdown()
+    [record] = [r for r in caplog.records if r.name == "bot.app"]
+    assert record.levelno == logging.WARNING and "run python -m rag_chain prepare" in record.getMessage()
 
 
 @pytest.fixture

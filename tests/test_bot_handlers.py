@@ -135,7 +135,7 @@ async def test_lang_switches_and_survives_a_restart(
 
 async def test_article_is_shown_verbatim(chat: Chat, lookup: SharedLookup, shared_dir: Path) -> None:
     reqs = await chat.send(message_update(7, "/article УК 188"))
-    assert lookup.calls == [("УК", "188")]
+    assert lookup.calls == [("УК", "188", "ru")]
     assert [r.method for r in reqs] == ["sendChatAction", "sendMessage"]
     assert reqs[0].params == {"chat_id": 7, "action": "typing"}
     text = reqs[1].params["text"]
@@ -149,7 +149,11 @@ async def test_article_is_shown_verbatim(chat: Chat, lookup: SharedLookup, share
     [koap] = await chat.texts(message_update(7, "/article КоАП 608"))
     assert koap.startswith("<b>КоАП РК. Статья 608. Управление транспортным средством водителем")
     await chat.texts(message_update(7, "/article ТК РК ст. 22"))
-    assert lookup.calls[-1] == ("ТК РК", "22")
+    assert lookup.calls[-1] == ("ТК РК", "22", "ru")
+    # The text comes in the language of the code's name, else in the user's language.
+    await chat.texts(message_update(7, "/article ҚК 188"))
+    await chat.texts(message_update(7, "/article УК 188", language_code="kk"))
+    assert lookup.calls[-2:] == [("ҚК", "188", "kk"), ("УК", "188", "kk")]
 
 
 async def test_long_article_comes_in_several_messages(chat: Chat, shared_dir: Path) -> None:
@@ -171,7 +175,7 @@ async def test_article_usage_and_not_found(chat: Chat, lookup: SharedLookup) -> 
     assert await chat.texts(message_update(9, "/article ҚК 188-бап", language_code="kk")) == [
         t("article_not_found", "kk", code="ҚК", number="188")
     ]
-    assert lookup.calls == [("УК", "99999"), ("ҚК", "188")]
+    assert lookup.calls == [("УК", "99999", "ru"), ("ҚК", "188", "kk")]
 
 
 def test_parse_article_args() -> None:

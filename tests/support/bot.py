@@ -57,19 +57,16 @@ def shared_article(shared_dir: Path, doc_id: str, number: str, lang: str = "ru")
 
 
 class SharedLookup:
-    """`lookup_article(code, number, settings)` over ../shared; records its calls."""
+    """`lookup_article(code, number, settings, lang)` over ../shared; records its calls."""
 
     def __init__(self, shared_dir: Path) -> None:
         self.shared_dir = shared_dir
-        self.calls: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, str, str]] = []
 
-    def __call__(self, code: str, number: str, settings: Settings) -> Article | None:
-        self.calls.append((code, number))
+    def __call__(self, code: str, number: str, settings: Settings, lang: str = "ru") -> Article | None:
+        self.calls.append((code, number, lang))
         doc_id = resolve_code(code)
-        if doc_id is None:
-            return None
-        kazakh = any(ch in code for ch in "ӘәҒғҚқҢңӨөҰұҮүҺһІі")
-        return shared_article(self.shared_dir, doc_id, number, "kk" if kazakh else "ru")
+        return shared_article(self.shared_dir, doc_id, number, lang) if doc_id else None
 
 
 def make_source(
