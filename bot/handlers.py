@@ -24,7 +24,7 @@ from bot import keyboards
 from bot.feedback import FeedbackStore
 from bot.format import escape, format_answer, format_article
 from bot.ratelimit import SlidingWindowLimiter
-from bot.texts import Lang, parse_lang, pick_lang, t
+from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
 from config import Settings
 from corpus.errors import UserError
 from corpus.records import Article
@@ -228,9 +228,10 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         result.template,
         len(result.sources),
     )
-    await reply_parts(
-        message, format_answer(result, lang), keyboards.answer_keyboard(result, question_id, lang)
-    )
+    # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.
+    answer_lang: Lang = result.lang if result.lang in LANGS else lang  # type: ignore[assignment]
+    keyboard = keyboards.answer_keyboard(result, question_id, answer_lang)
+    await reply_parts(message, format_answer(result, answer_lang), keyboard)
 
 
 async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

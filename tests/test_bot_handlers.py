@@ -23,7 +23,7 @@ from bot.ratelimit import SlidingWindowLimiter
 from bot.texts import t
 from config import Settings
 from corpus.errors import IndexNotReady
-from tests.support.bot import ScriptedQA, SharedLookup, shared_article
+from tests.support.bot import ScriptedQA, SharedLookup, make_source, shared_article
 from tests.support.telegram_server import (
     DOCUMENT,
     LOCATION,
@@ -239,6 +239,19 @@ async def test_empty_and_overlong_questions_are_refused(chat: Chat, qa: Scripted
     assert qa.calls == []
     [answer] = await chat.texts(message_update(13, "ж" * MAX_QUESTION_CHARS))
     assert qa.calls == ["ж" * MAX_QUESTION_CHARS] and "Источники:" in answer
+
+
+async def test_answer_labels_follow_the_answers_language(chat: Chat, qa: ScriptedQA) -> None:
+    qa.lang = "kk"
+    qa.sources = (make_source(1, "K1400000226", "188", "Ұрлық", lang="kk"),)
+    [request] = [
+        r for r in await chat.send(message_update(18, "Ұрлық үшін жаза?")) if r.method == "sendMessage"
+    ]
+    assert (
+        "<b>Дереккөздер:</b>" in request.params["text"]
+        and "ҚР ҚК, 188-бап. Ұрлық</a>" in request.params["text"]
+    )
+    assert request.params["reply_markup"]["inline_keyboard"][0][0]["text"] == "ҚР ҚК, 188-бап"
 
 
 async def test_unknown_command(chat: Chat) -> None:

@@ -113,11 +113,13 @@ class ScriptedQA:
         delay: float = 0.0,
         sources: tuple[Source, ...] = THEFT_SOURCES,
         grounded: bool = True,
+        lang: str = "ru",
     ) -> None:
         self.script = script or {}
         self.delay = delay
         self.sources = sources
         self.grounded = grounded
+        self.lang = lang
         self.calls: list[str] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -141,7 +143,7 @@ class ScriptedQA:
                 sources=self.sources,
                 template="criminal",
                 backend="extractive",
-                lang="ru",
+                lang=self.lang,
                 grounded=self.grounded,
                 timings={"total": self.delay},
             )
