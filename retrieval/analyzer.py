@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from functools import lru_cache
 from typing import Literal
 
@@ -140,6 +141,7 @@ def stem_ru(word: str) -> str:
     return _ru_stemmer.stemWord(word)
 
 
+@lru_cache(maxsize=1_000_000)
 def stem(word: str, lang: Lang = "ru") -> str:
     """Stem a normalized word: Kazakh letters or a Kazakh text pick the Kazakh stemmer, else Snowball."""
     if word.isdigit() or not word.isalpha():
@@ -151,10 +153,18 @@ def stem(word: str, lang: Lang = "ru") -> str:
 
 def tokenize(text: str) -> list[str]:
     """Normalized tokens minus stopwords: numbers ("188-1") whole, hyphenated words split."""
+    return _tokenize_normalized(normalize(text))
+
+
+def _tokenize_normalized(norm: str) -> list[str]:
     tokens: list[str] = []
-    for match in _TOKEN_RE.findall(normalize(text)):
+    for match in _TOKEN_RE.findall(norm):
         if match[0].isdigit():
             tokens.append(match)
+            continue
+        if "-" not in match:
+            if len(match) > 1 and match not in STOPWORDS:
+                tokens.append(match)
             continue
         first, *rest = match.split("-")
         if len(first) > 1 and first not in STOPWORDS:
@@ -164,10 +174,26 @@ def tokenize(text: str) -> list[str]:
 
 
 def analyze(text: str, lang: Lang | None = None) -> list[str]:
-    """BM25 terms of a text: tokens, stopwords removed, stemmed; lang=None detects the text's language."""
-    if lang is None:
-        lang = detect_lang(text)
-    return [stem(t, lang) for t in tokenize(text)]
+    """BM25 terms of a text: tokens, stopwords removed, stemmed.
+
+    lang=None detects the language from the text's start; a Kazakh text is then read line by line (a line
+    without clues keeps the text's language), as an augmented Kazakh question carries Russian headings on
+    lines of their own. Words with Kazakh letters always get the Kazakh stemmer.
+    """
+    if lang is not None:
+        return [stem(t, lang) for t in tokenize(text)]
+    norm = normalize(text)
+    kk, ru = _lang_scores(norm[:_DETECT_CHARS])
+    overall: Lang = "kk" if kk > ru else "ru"
+    # In a Russian text only Kazakh-letter words are Kazakh, and the script rule in stem() already sees them.
+    if overall == "ru" or "\n" not in norm:
+        return [stem(t, overall) for t in _tokenize_normalized(norm)]
+    terms: list[str] = []
+    for line in norm.split("\n"):
+        kk, ru = _lang_scores(line)
+        line_lang: Lang = "kk" if kk > ru else "ru" if ru > kk else overall
+        terms.extend(stem(t, line_lang) for t in _tokenize_normalized(line))
+    return terms
 
 
 # Frequent Kazakh words that have no Kazakh-only letter, or are often typed without one.
@@ -189,15 +215,34 @@ _RU_MARKERS = frozenset(
     был была
     """.split()
 )
+
+
 _WORD_RE = re.compile(r"[^\W\d_]+")
+_DETECT_CHARS = 500  # enough words to tell the language of a chunk; a question is shorter
+_RU_ENDINGS = ("ться", "ость", "ение", "ание", "ого", "его", "ый", "ий")
+
+
+@lru_cache(maxsize=200_000)
+def _word_lang(word: str) -> int:
+    """1 for a word that looks Kazakh, -1 for one that looks Russian, 0 for neither."""
+    if has_kazakh_letters(word) or word in _KK_MARKERS:
+        return 1
+    return -1 if word in _RU_MARKERS or word.endswith(_RU_ENDINGS) else 0
+
+
+def _lang_scores(norm: str) -> tuple[int, int]:
+    """Words that look Kazakh, words that look Russian, in a normalized text."""
+    kk = ru = 0
+    for word, count in Counter(_WORD_RE.findall(norm)).items():
+        side = _word_lang(word)
+        if side > 0:
+            kk += count
+        elif side < 0:
+            ru += count
+    return kk, ru
 
 
 def detect_lang(text: str) -> Lang:
     """ "kk" when Kazakh letters or frequent Kazakh words outweigh Russian ones, else "ru"."""
-    kk = ru = 0
-    for word in _WORD_RE.findall(normalize(text)):
-        if has_kazakh_letters(word) or word in _KK_MARKERS:
-            kk += 1
-        elif word in _RU_MARKERS or word.endswith(("ться", "ость", "ение", "ание", "ого", "его", "ый", "ий")):
-            ru += 1
+    kk, ru = _lang_scores(normalize(text))
     return "kk" if kk > ru else "ru"

@@ -465,16 +465,19 @@ def augment(
     refs: Iterable[ArticleRef],
     titles: Callable[[ArticleRef], str | None] | None = None,
 ) -> str:
-    """The question plus, per article, its code's short name, "статья N" and its title when known."""
-    parts = [question.strip()]
+    """The question, then a line per article: code short name, "статья N" and the title when known.
+
+    Headings are Russian (most codes exist only in Russian in the corpus); a Kazakh question also gets
+    "ҚР ҚК N-бап" on a line of its own, so that the analyzer stems each line in its own language.
+    """
+    lines = [question.strip()]
     for ref in refs:
-        title = titles(ref) if titles is not None else None
+        title = (titles(ref) if titles is not None else None) or ""
         src = SOURCES_BY_ID.get(ref.doc_id)
-        # Russian headings always: most codes exist only in Russian in the corpus.
-        words = [src.short_ru if src else "", f"статья {ref.article}"]
+        ru = [src.short_ru if src else "", f"статья {ref.article}"]
+        kk = [src.short_kk if src else "", f"{ref.article}-бап"]
+        (kk if has_kazakh_letters(title) else ru).append(title)
         if lang == "kk":
-            words.insert(0, f"{src.short_kk if src else ''} {ref.article}-бап".strip())
-        if title:
-            words.append(title)
-        parts.append(" ".join(w for w in words if w))
-    return ". ".join(parts)
+            lines.append(" ".join(w for w in kk if w))
+        lines.append(" ".join(w for w in ru if w))
+    return "\n".join(lines)

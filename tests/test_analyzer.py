@@ -119,3 +119,10 @@ def test_real_articles_analyze_in_both_languages(shared_dir: Path) -> None:
 )
 def test_detect_lang(text: str, lang: str) -> None:
     assert detect_lang(text) == lang
+
+
+def test_each_line_is_stemmed_in_its_own_language() -> None:
+    terms = analyze("Ұрлық үшін қандай жаза бар?\nУК РК статья 188 Кража")
+    assert terms == ["ұрлық", "жаза", "бар", "ук", "рк", "стат", "188", "краж"]
+    # a line without clues takes the language of the whole text
+    assert analyze("Жалақы қашан төленеді\nбабы") == ["жалақ", "қашан", "төлен", "бап"]
