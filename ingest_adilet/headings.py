@@ -16,6 +16,7 @@ Level = Literal["part", "section", "chapter", "paragraph", "subsection"]
 LEVELS: tuple[Level, ...] = ("part", "section", "chapter", "paragraph", "subsection")
 
 _WS = re.compile(r"\s+")
+_HAS_LATIN = re.compile(r"[A-Za-z]")
 _NUM = r"\d+(?:-\d+)*"  # "188", "188-1", "27-3"
 _UPPER = "А-ЯЁӘІҢҒҮҰҚӨҺA-Z"
 
@@ -62,9 +63,26 @@ class StructuralHeading:
     text: str
 
 
+_CYR = "А-Яа-яЁёӘәІіҢңҒғҮүҰұҚқӨөҺһ"
+# Kazakh pages often type «і» as a Latin «i» inside Cyrillic words («мемлекеттiк»): the embedding model's
+# tokenizer then cuts such words into many pieces (a 1500-character chunk grows past 512 tokens).
+# Roman numerals written with a Cyrillic «І» («№ 300-VІ») are left as they stand.
+_MIXED = re.compile(rf"(?=[\w]*[{_CYR}])(?=[\w]*[A-Za-z])\w+")
+_TO_CYRILLIC = str.maketrans("iIaceopxyABCEHKMOPTXY", "іІасеорхуАВСЕНКМОРТХУ")
+_LOOKALIKES = frozenset("iIaceopxyABCEHKMOPTXY")
+
+
+def _one_script(m: re.Match[str]) -> str:
+    word = m.group(0)
+    if all(ch in _LOOKALIKES for ch in word if ch.isascii() and ch.isalpha()):
+        return word.translate(_TO_CYRILLIC)
+    return word  # a real mix («ТОО KazMunai», «300-VІ») is left alone
+
+
 def clean(text: str) -> str:
-    """Collapse whitespace (adilet indents with &nbsp;) into single spaces and strip."""
-    return _WS.sub(" ", text.replace("\xa0", " ")).strip()
+    """Collapse whitespace (adilet indents with &nbsp;), strip, and put look-alike letters in their script."""
+    text = _WS.sub(" ", text.replace("\xa0", " ")).strip()
+    return _MIXED.sub(_one_script, text) if _HAS_LATIN.search(text) else text
 
 
 def match_article_heading(line: str) -> ArticleHeading | None:

@@ -62,7 +62,7 @@ def test_header_lines() -> None:
     )
     law = articles("Z1300000094", "kk")["8"]
     first = chunk_article(law, SOURCES_BY_ID["Z1300000094"])[0]
-    assert first.text.startswith("Дербес деректер туралы Заң. 8-бап. Субъектiнiң дербес деректердi")
+    assert first.text.startswith("Дербес деректер туралы Заң. 8-бап. Субъектінің дербес деректерді")
     assert first.code == "Дербес деректер туралы Заң" and first.lang == "kk"
 
 

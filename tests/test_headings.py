@@ -10,6 +10,7 @@ from ingest_adilet.headings import (
     ArticleHeading,
     HeadingPath,
     StructuralHeading,
+    clean,
     is_article_heading,
     match_article_heading,
     match_structural_heading,
@@ -104,3 +105,10 @@ def test_heading_path_closes_deeper_levels() -> None:
     path.enter(StructuralHeading("chapter", "Глава 2. ПРОТИВ СЕМЬИ"))
     path.extend("chapter", "И НЕСОВЕРШЕННОЛЕТНИХ")
     assert path.current() == ("ОСОБЕННАЯ ЧАСТЬ", "Глава 2. ПРОТИВ СЕМЬИ И НЕСОВЕРШЕННОЛЕТНИХ")
+
+
+def test_clean_puts_latin_lookalikes_inside_cyrillic_words_in_cyrillic() -> None:
+    assert clean("\xa0\xa0 мемлекеттiк  органдардың\xa0құзыретi ") == "мемлекеттік органдардың құзыреті"
+    assert clean("cоғыс") == "соғыс"
+    # Real mixes and Roman numerals with a Cyrillic «І» stay as they are.
+    assert clean("ТОО KazMunai, № 300-VІ, Wi-Fi") == "ТОО KazMunai, № 300-VІ, Wi-Fi"

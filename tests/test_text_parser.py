@@ -76,6 +76,8 @@ def test_every_listed_document_yields_articles(doc_id: str, lang: str) -> None:
         raw = (CORPUS / "kaz" / f"{doc_id}.txt").read_text(encoding="utf-8")
         assert all(f"{a.number}-бап" in raw for a in articles)
         assert not any("Ескерту." in a.text or "ЗҚАИ-ның ескертпесі" in a.text for a in articles)
+        # «мемлекеттiк» (Latin i) is repaired to «мемлекеттік» in titles and text.
+        assert not any(re.search(r"[әіңғүұқөһ]i|i[әіңғүұқөһ]", a.title + a.text) for a in articles)
 
 
 @pytest.mark.parametrize(("lang", "pattern"), [("ru", RU_HEADING_LINE), ("kk", KK_HEADING_LINE)])
