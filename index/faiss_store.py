@@ -91,40 +91,40 @@ class LawFAISS(FAISS):
         faiss.omp_set_num_threads(1)
         if filter is None or self.index.ntotal == 0:
             return super().similarity_search_with_score_by_vector(embedding, k, None, fetch_k, **kwargs)
-        positions = self._positions(filter)
-        if len(positions) == 0:
+        mask = self._mask(filter)
+        if not mask.any():
             return []
-        query = np.asarray(embedding, dtype=np.float32)
-        scores = self._vectors()[positions] @ query  # exact inner products inside the filter
-        top = np.argsort(-scores, kind="stable")[:k] if len(scores) <= 4 * k else _top(scores, k)
+        # a bitmap selector keeps faiss's exact scan but skips vectors outside the filter (measured at 40k
+        # vectors: 0.2-10 ms whatever the filter's size; LangChain post-filters only the top fetch_k hits)
+        bits = np.packbits(mask, bitorder="little")
+        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits)))
+        query = np.asarray([embedding], dtype=np.float32)
+        scores, found = self.index.search(query, min(k, int(mask.sum())), params=params)
         docs = [
-            (self.docstore.search(self.index_to_docstore_id[int(positions[j])]), float(scores[j]))
-            for j in top
+            (self.docstore.search(self.index_to_docstore_id[int(i)]), float(s))
+            for s, i in zip(scores[0], found[0], strict=True)
+            if i != -1
         ]
         threshold = kwargs.get("score_threshold")
         return docs if threshold is None else [(d, s) for d, s in docs if s >= threshold]
 
-    def _vectors(self) -> np.ndarray:
-        """The flat index's vectors as a zero-copy (n, d) array."""
-        n, d = self.index.ntotal, self.index.d
-        return faiss.rev_swig_ptr(faiss.downcast_index(self.index).get_xb(), n * d).reshape(n, d)
-
-    def _positions(self, filter: dict[str, Any] | Any) -> np.ndarray:  # noqa: A002
-        """Index positions whose metadata pass the filter: set algebra on a per-field value index when the
-        filter is plain equality / $eq / $in, otherwise a scan with LangChain's filter semantics."""
+    def _mask(self, filter: Any) -> np.ndarray:  # noqa: A002
+        """Which index positions pass the filter: a per-field value index when the filter is plain
+        equality / $eq / $in, otherwise a scan with LangChain's filter semantics."""
+        n = self.index.ntotal
         conds = _simple_conditions(filter)
         if conds is None:
             matches = self._create_filter_func(filter)
-            return np.array(
-                [i for i, (_, doc) in enumerate(_ordered(self)) if matches(doc.metadata)], dtype=np.int64
-            )
-        result: np.ndarray | None = None
+            return np.array([matches(doc.metadata) for _, doc in _ordered(self)], dtype=bool)
+        mask = np.ones(n, dtype=bool)
         for field, values in conds.items():
             by_value = self._field_index(field)
-            hits = [by_value[v] for v in values if v in by_value]
-            found = np.unique(np.concatenate(hits)) if hits else np.empty(0, dtype=np.int64)
-            result = found if result is None else np.intersect1d(result, found, assume_unique=True)
-        return result if result is not None else np.arange(self.index.ntotal, dtype=np.int64)
+            found = np.zeros(n, dtype=bool)
+            for v in values:
+                if v in by_value:
+                    found[by_value[v]] = True
+            mask &= found
+        return mask
 
     def _field_index(self, field: str) -> dict[Any, np.ndarray]:
         """value → positions for one metadata field, built on first use, rebuilt when documents are added."""
@@ -164,12 +164,6 @@ def _simple_conditions(filter: Any) -> dict[str, list[Any]] | None:  # noqa: A00
         else:
             out[field] = [cond]
     return out
-
-
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k highest scores, best first."""
-    part = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    return part[np.argsort(-scores[part], kind="stable")]
 
 
 def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
