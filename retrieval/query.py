@@ -141,11 +141,6 @@ _WORD_RE = re.compile(r"\d+|[^\W\d_]+")
 # комплекс, ТК = торговый центр): they name a code only next to an article number or "статья"/"кодекс".
 _AMBIGUOUS_ALIASES = frozenset({"ук", "тк", "жк", "ак", "ек", "нк", "зк", "апк", "әк", "гк", "пк"})
 _REF_WORD_STEMS = frozenset({"стат", "ст", "бап", "кодекс", "заң", "закон"})
-# Extra everyday names of registry documents, kept here because they are matched by stems.
-_EXTRA_ALIASES: dict[str, tuple[str, ...]] = {
-    "K1100000518": ("семейный кодекс",),
-    "K1400000235": ("административный кодекс", "әкімшілік кодекс"),
-}
 
 
 def _word_stem(word: str) -> str:
@@ -174,7 +169,7 @@ class _Alias:
 def _aliases() -> tuple[_Alias, ...]:
     names: dict[tuple[str, ...], list[str]] = {}
     for src in ADILET_SOURCES:
-        for alias in (*src.aliases, *_EXTRA_ALIASES.get(src.doc_id, ())):
+        for alias in src.aliases:
             key = tuple(_word_stem(w) for w in _WORD_RE.findall(_normalize(alias)))
             if key and src.doc_id not in names.setdefault(key, []):
                 names[key].append(src.doc_id)
