@@ -2,19 +2,29 @@
 
 A chunk never crosses an article. A long article is cut at its numbered parts («1.», «2.» opening a
 paragraph), a part longer than the limit at its paragraphs, a paragraph at its sentences; consecutive pieces
-are packed greedily up to `max_chars` (the body, without the header line).
+are packed greedily up to `max_chars` (the body, without the header line) and, header included, within
+the embedding model's 512-token window by an estimate of its tokenizer.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from config import AdiletSource
 from corpus.records import Article, Chunk, content_hash
 
 _PART = re.compile(r"^(\d+(?:-\d+)*)\.\s")  # «1. …», «3-1. …»; «1) …» are sub-items and stay inside the part
-_HEADER_ALLOWANCE = 200
+# multilingual-e5 reads 512 tokens, «passage: » and the special tokens included. The estimate below was
+# fitted on this corpus with the e5 tokenizer (words and punctuation count one token each, letters and digits
+# add subword pieces); it overshoots by ~30 tokens on average and undershoots by at most ~45, hence 460.
+MAX_TOKENS = 460
+_LETTER = re.compile(r"[^\W\d_]")
+_DIGIT = re.compile(r"\d")
+_MARK = re.compile(r"[^\w\s]")
+_SPACE = re.compile(r"\s")
 # A sentence ends at . ; : ! ? after a word (not after the «1.» numbering a part), before a capital or digit.
 _SENTENCE_END = re.compile(r"(?<=[^\W\d_)»\"][.;:!?])\s+(?=[«\"(]?[А-ЯЁӘІҢҒҮҰҚӨҺA-Z0-9])")
 
@@ -24,6 +34,10 @@ class _Piece:
     text: str
     part: str | None  # the numbered part it belongs to, None before the first one
     inline: bool = False  # continues the paragraph of the piece before it (a sentence split off)
+
+    @cached_property
+    def tokens(self) -> float:
+        return estimate_tokens(self.text)
 
 
 def header(article: Article, source: AdiletSource) -> str:
@@ -51,13 +65,27 @@ def _parts(text: str) -> list[_Piece]:
     return pieces
 
 
-def _hard_split(text: str, max_chars: int) -> list[str]:
-    """Cut a sentence longer than the limit at the last space before it (a word longer than that is cut)."""
+def estimate_tokens(text: str) -> float:
+    """Roughly how many e5 tokens `text` makes (see MAX_TOKENS)."""
+    return (
+        0.11 * len(_LETTER.findall(text))
+        + 0.15 * len(_DIGIT.findall(text))
+        + len(_MARK.findall(text))
+        + len(_SPACE.findall(text))
+    )
+
+
+Fits = Callable[[list[_Piece]], bool]
+
+
+def _hard_split(text: str, fits: Fits) -> list[str]:
+    """Cut a sentence too long for a chunk at spaces (a word too long for one is cut anywhere)."""
     out: list[str] = []
-    while len(text) > max_chars:
-        cut = text.rfind(" ", 0, max_chars + 1)
-        if cut <= 0:
-            cut = max_chars
+    while not fits([_Piece(text, None)]):
+        cut = len(text)
+        while cut > 1 and not fits([_Piece(text[:cut], None)]):
+            space = text.rfind(" ", 0, int(cut * 0.9))
+            cut = space if space > 0 else int(cut * 0.9)
         out.append(text[:cut].rstrip())
         text = text[cut:].lstrip()
     if text:
@@ -65,18 +93,18 @@ def _hard_split(text: str, max_chars: int) -> list[str]:
     return out
 
 
-def _fit(piece: _Piece, max_chars: int) -> list[_Piece]:
-    """The piece if it fits, else its paragraphs, sentences, then words, each within max_chars."""
-    if len(piece.text) <= max_chars:
+def _fit(piece: _Piece, fits: Fits) -> list[_Piece]:
+    """The piece if it fits, else its paragraphs, sentences, then words, each fitting a chunk."""
+    if fits([piece]):
         return [piece]
     out: list[_Piece] = []
     paras = piece.text.split("\n")
     if len(paras) > 1:
         for para in paras:
-            out.extend(_fit(_Piece(para, piece.part), max_chars))
+            out.extend(_fit(_Piece(para, piece.part), fits))
         return out
     for sentence in _SENTENCE_END.split(piece.text):
-        out.extend(_Piece(s, piece.part, inline=True) for s in _hard_split(sentence, max_chars))
+        out.extend(_Piece(s, piece.part, inline=True) for s in _hard_split(sentence, fits))
     return [_Piece(out[0].text, out[0].part, piece.inline), *out[1:]]
 
 
@@ -87,23 +115,22 @@ def _join(pieces: list[_Piece]) -> str:
     return out
 
 
-def _pack(parts: list[list[_Piece]], max_chars: int) -> list[list[_Piece]]:
-    """Group consecutive parts into chunks within max_chars; a part that fits is never cut across chunks.
+def _pack(parts: list[list[_Piece]], fits: Fits) -> list[list[_Piece]]:
+    """Group consecutive parts into chunks; a part that fits in one chunk is never cut across two.
 
     A part too long for one chunk starts a chunk of its own and its pieces are packed greedily; the next
     part may join its last chunk.
     """
     groups: list[list[_Piece]] = []
     for pieces in parts:
-        whole = _join(pieces)
-        if groups and len(_join(groups[-1])) + 1 + len(whole) <= max_chars:
+        if groups and fits([*groups[-1], *pieces]):
             groups[-1].extend(pieces)
-        elif len(whole) <= max_chars:
+        elif fits(pieces):
             groups.append(list(pieces))
         else:
             groups.append([pieces[0]])
             for piece in pieces[1:]:
-                if len(_join([*groups[-1], piece])) <= max_chars:
+                if fits([*groups[-1], piece]):
                     groups[-1].append(piece)
                 else:
                     groups.append([piece])
@@ -120,13 +147,21 @@ def _label(group: list[_Piece]) -> str | None:
 def chunk_article(article: Article, source: AdiletSource, max_chars: int = 1500) -> list[Chunk]:
     """The chunks of one article in order; chunk 0 holds its beginning, a repealed article gives one chunk."""
     head = header(article, source)
-    # Some titles run to 400 characters: the body gives way so that header + body stay within e5's 512 tokens.
-    max_chars = max(max_chars // 3, max_chars - max(0, len(head) - _HEADER_ALLOWANCE))
+    # Some titles run to 400 characters: the body gives way so that the whole chunk stays within the window.
+    body_tokens = max(MAX_TOKENS / 3, MAX_TOKENS - estimate_tokens(head) - 1)
+
+    def fits(pieces: list[_Piece]) -> bool:
+        joints = len(pieces) - 1  # each joint is one newline or space: one character, about one token
+        return (
+            sum(len(p.text) for p in pieces) + joints <= max_chars
+            and sum(p.tokens for p in pieces) + joints <= body_tokens
+        )
+
     body = article.text.strip()
     if article.status == "repealed" or not body:
         groups = [[_Piece(body, None)]]
     else:
-        groups = _pack([_fit(part, max_chars) for part in _parts(body)], max_chars)
+        groups = _pack([_fit(part, fits) for part in _parts(body)], fits)
     chunks = []
     for i, group in enumerate(groups):
         text = "\n".join(p for p in (head, _join(group)) if p)

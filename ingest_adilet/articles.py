@@ -43,6 +43,8 @@ _REPEAL_ONLY = re.compile(
     r"|^\(?\s*(?:[\d\-–\s]+-(?:бап|баптар)\s+)?(?:алып\s+тасталды|алынып\s+тасталды|күші\s+жойылды)",
     re.IGNORECASE,
 )
+# The article an editor's note speaks of: «Статья 214 предусматривается …», «29-1-бап жаңа редакцияда …».
+_ABOUT_ARTICLE = re.compile(r"^(?:Стать[яюи]\s+(\d+(?:-\d+)*)|(\d+(?:-\d+)*)-бап)(?![\d-])")
 _MARKER = re.compile(r"^(?:Сноска|Ескерту)\s*[.,:]?\s*")
 
 
@@ -136,13 +138,12 @@ def trailing_editor_note(lines: Sequence[str], next_number: str) -> int:
         if raw[i].strip() and (i == 0 or not raw[i - 1].strip() or starts_paragraph(raw[i])):
             starts.append(i)
         i -= 1
-    num = re.escape(next_number)
-    about_next = re.compile(rf"^(?:Стать[яюи]\s+{num}|{num}-бап)(?![\d-])")
     for start in starts:
         m = EDITOR_NOTE.match(clean(raw[start]))
         if m:
             note = clean(clean(raw[start])[m.end():] + " " + " ".join(raw[start + 1:end]))
-            return start if about_next.match(note) else len(raw)
+            about = _ABOUT_ARTICLE.match(note)
+            return start if about and next_number in about.groups() else len(raw)
     return len(raw)
 
 

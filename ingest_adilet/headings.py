@@ -67,13 +67,16 @@ _CYR = "А-Яа-яЁёӘәІіҢңҒғҮүҰұҚқӨөҺһ"
 # Kazakh pages often type «і» as a Latin «i» inside Cyrillic words («мемлекеттiк»): the embedding model's
 # tokenizer then cuts such words into many pieces (a 1500-character chunk grows past 512 tokens).
 # Roman numerals written with a Cyrillic «І» («№ 300-VІ») are left as they stand.
-_MIXED = re.compile(rf"(?=[\w]*[{_CYR}])(?=[\w]*[A-Za-z])\w+")
+_LATIN_WORD = re.compile(r"\w*[A-Za-z]\w*")
+_HAS_CYRILLIC = re.compile(rf"[{_CYR}]")
 _TO_CYRILLIC = str.maketrans("iIaceopxyABCEHKMOPTXY", "іІасеорхуАВСЕНКМОРТХУ")
 _LOOKALIKES = frozenset("iIaceopxyABCEHKMOPTXY")
 
 
 def _one_script(m: re.Match[str]) -> str:
     word = m.group(0)
+    if not _HAS_CYRILLIC.search(word):
+        return word
     if all(ch in _LOOKALIKES for ch in word if ch.isascii() and ch.isalpha()):
         return word.translate(_TO_CYRILLIC)
     return word  # a real mix («ТОО KazMunai», «300-VІ») is left alone
@@ -82,7 +85,7 @@ def _one_script(m: re.Match[str]) -> str:
 def clean(text: str) -> str:
     """Collapse whitespace (adilet indents with &nbsp;), strip, and put look-alike letters in their script."""
     text = _WS.sub(" ", text.replace("\xa0", " ")).strip()
-    return _MIXED.sub(_one_script, text) if _HAS_LATIN.search(text) else text
+    return _LATIN_WORD.sub(_one_script, text) if _HAS_LATIN.search(text) else text
 
 
 def match_article_heading(line: str) -> ArticleHeading | None:

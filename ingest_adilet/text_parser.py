@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 # is rejoined while the pieces stay short; a long unindented line after a heading is body text.
 _TITLE_PIECE_MAX = 80
 _TITLE_MAX = 400
+_DOTTED = re.compile(r"(?:Статья|СТАТЬЯ)?\s*\d+(?:-\d+)*\s*(?:-\s*(?:бап|БАП))?\s*\.")  # «Статья 5.»
 _POINT = re.compile(r"^\s*\d+(?:-\d+)*[.)]\s")  # «1. …», «2) …»: body text, never a title piece
 
 
@@ -59,8 +60,7 @@ def _article_heading(line: str, prev_blank: bool, after_heading: bool) -> Articl
     heading = match_article_heading(line)
     if heading is None:
         return None
-    num = re.escape(heading.number)
-    dotted = bool(re.match(rf"(?:Статья|СТАТЬЯ)?\s*{num}\s*(?:-\s*(?:бап|БАП))?\s*\.", clean(line)))
+    dotted = bool(_DOTTED.match(clean(line)))
     if indented:
         # Body paragraphs are indented; a few Kazakh pages indent a real «2-1-бап. Title» heading too.
         return heading if dotted and heading.title and prev_blank else None
