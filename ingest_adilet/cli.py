@@ -6,10 +6,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.table import Table
 
 from config import Settings
 from corpus.errors import UserError
@@ -95,8 +97,24 @@ def _index(settings: Settings) -> int:
         from index.build import build_index
     except ImportError as err:
         raise UserError(f"The index builder is not available in this checkout ({err}).") from err
+    if not settings.index_dir.exists():
+        _console.print(
+            f"Building the search index in {settings.index_dir} from {settings.corpus_dir} with "
+            f"{settings.embedding_backend} (dense scope: {settings.dense_scope}); the whole corpus takes"
+            " about half an hour on 2 cores the first time, later builds embed only what changed."
+        )
     report = build_index(settings)
-    Console().print(report)
+    out = Console()
+    if is_dataclass(report):
+        table = Table(title="Index")
+        table.add_column("")
+        table.add_column("", justify="right")
+        for f in fields(report):
+            value = getattr(report, f.name)
+            table.add_row(f.name, f"{value:.1f}" if isinstance(value, float) else str(value))
+        out.print(table)
+    else:
+        out.print(report)
     return 0
 
 

@@ -173,6 +173,8 @@ def test_cli(tmp_path: Path, source: Path) -> None:
     assert helped.returncode == 0 and "--from-dir" in helped.stdout and "--data-dir" in helped.stdout
     helped = _cli("index", "--help", tmp_path=tmp_path)
     assert helped.returncode == 0 and "--data-dir" in helped.stdout
+    no_corpus = _cli("index", "--data-dir", str(tmp_path / "nothing"), tmp_path=tmp_path)
+    assert no_corpus.returncode == 2 and "python -m ingest_adilet" in no_corpus.stderr
 
     data = tmp_path / "data"
     run = _cli("--from-dir", str(source), "--data-dir", str(data), "--docs", *SLICE, "--no-progress",
