@@ -208,3 +208,10 @@ def test_build_article_kazakh_repeal() -> None:
     a = build_article("K030000442_", "kk", "45", "Құрылысқа байланысты емес жер учаскелерiн беру", lines)
     assert a.status == "repealed"
     assert a.text == "45-бап алып тасталды – ҚР 05.04.2023 № 221-VII Заңымен"
+
+
+def test_titles_that_merely_start_like_a_repeal_are_kept() -> None:
+    # «Исключение участника …» (expulsion) is a title, not «исключена» (repealed).
+    article = by_number("K940001000_")["68"]
+    assert article.title.startswith("Исключение участника из полного товарищества")
+    assert article.status == "in_force" and not article.text.startswith("Исключение участника")
