@@ -54,7 +54,7 @@ class QAResult:
     lang: str
     grounded: bool
     grounding_notes: tuple[str, ...] = ()
-    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage (name_ms)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
