@@ -34,7 +34,14 @@ EDITOR_POINTER = re.compile(
     r"|^(?:ҚР\s+)?Конституциялық\s+Сотының\s.{0,60}?нормативтік\s+қаулысымен"
 )
 REPEAL = re.compile(
-    r"исключен[аоы]?\b|утратил[аои]?\s+силу|алып\s+тасталды|алынып\s+тасталды|күші\s+жойылды", re.IGNORECASE
+    r"исключен[аоы]?\b|утратил[аои]?\s+силу|действовал[аои]?\s+до\b|алып\s+тасталды|алынып\s+тасталды"
+    r"|күші\s+жойылды",
+    re.IGNORECASE,
+)
+# A repeal note closing a heading: «Статья 23. Особые условия … (исключена Законом РК от 7 мая 2007 …)».
+_TITLE_REPEAL = re.compile(
+    r"\s*\(\s*(?:исключен[аоы]?\b|утратил[аои]?\s+силу|алып\s+тасталды|алынып\s+тасталды)[^()]*\)?\s*$",
+    re.IGNORECASE,
 )
 # A paragraph that is only a repeal note: «(исключена Законом РК от …)», «Статья 117 исключена …»,
 # «Алып тасталды …».
@@ -170,6 +177,9 @@ def build_article(
     if title and _REPEAL_ONLY.match(title.lstrip("(")) or title.startswith("(") and REPEAL.search(title):
         law.insert(0, title.strip("() ").strip())
         title = ""
+    elif m := _TITLE_REPEAL.search(title):
+        law.insert(0, m.group(0).strip(" ()"))
+        title = title[: m.start()].strip()
     if not law:
         repeals = [repeal_note(f) for f in footnotes if REPEAL.search(f)]
         if repeals:

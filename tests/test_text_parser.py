@@ -215,3 +215,14 @@ def test_titles_that_merely_start_like_a_repeal_are_kept() -> None:
     article = by_number("K940001000_")["68"]
     assert article.title.startswith("Исключение участника из полного товарищества")
     assert article.status == "in_force" and not article.text.startswith("Исключение участника")
+
+
+def test_expired_articles_and_repeal_notes_in_headings() -> None:
+    # «Сноска. Статья 173 действовала до 01.01.2017 …» and nothing else: the article no longer applies.
+    expired = by_number("K1500000375")["173"]
+    assert expired.status == "repealed" and expired.text.startswith("Статья 173 действовала до 01.01.2017")
+    # «Статья 23. Особые условия … \n(исключена Законом РК от 7 мая 2007 года \n№ 244\n)»
+    repealed = by_number("Z030000446_")["23"]
+    assert repealed.title == "Особые условия определения размера причиненного вреда"
+    assert repealed.status == "repealed" and repealed.text == "исключена Законом РК от 7 мая 2007 года № 244"
+    assert all(a.text for a in parsed("K1500000375"))
