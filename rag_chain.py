@@ -1,0 +1,193 @@
+"""The chain: question → retrieval (augment, hybrid search, law-aware, rerank) → answer (template, LLM or extractive,
+grounding check) → `QAResult`. `invoke_qa()` is the one entry point every face uses.
+
+CLI: `python -m rag_chain ask "вопрос"`, `python -m rag_chain eval --questions FILE.jsonl`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+from answer.generate import answer_question
+from answer.llm import build_chat_model
+from answer.records import QAResult
+from config import Settings
+from corpus.errors import QAError, UserError
+from corpus.records import Article
+from corpus.store import load_articles
+from retrieval.pipeline import Retrieval
+from retrieval.query import analyze_query
+
+logger = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 4000
+
+
+class QAChain:
+    """Retrieval and answering, loaded once; `invoke` is thread-safe."""
+
+    def __init__(self, settings: Settings, retrieval: Retrieval, articles: list[Article]) -> None:
+        self.settings = settings
+        self.retrieval = retrieval
+        self.chat_model = build_chat_model(settings)
+        self._articles = {(a.doc_id, a.lang, a.number): a for a in articles}
+        self.runnable = RunnablePassthrough.assign(
+            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["question"]))
+        ) | RunnableLambda(self._answer)
+
+    @classmethod
+    def load(cls, settings: Settings) -> QAChain:
+        return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir))
+
+    def invoke(self, question: str) -> QAResult:
+        question = " ".join(question.split())
+        if not question:
+            raise QAError("Вопрос пустой: напишите, что вас интересует. / Сұрақ бос: не білгіңіз келетінін жазыңыз.")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise QAError(
+                f"Вопрос слишком длинный ({len(question)} символов, предел {MAX_QUESTION_CHARS}): сократите его."
+            )
+        started = time.perf_counter()
+        result = self.runnable.invoke({"question": question})
+        result.timings["total_ms"] = (time.perf_counter() - started) * 1000
+        return result
+
+    def _answer(self, x: dict) -> QAResult:
+        retrieved = x["retrieved"]
+        query = retrieved.query
+        answer = answer_question(
+            x["question"],
+            retrieved.docs,
+            lang=query.lang,
+            is_criminal=query.is_criminal,
+            is_range=query.is_range,
+            settings=self.settings,
+            chat_model=self.chat_model,
+        )
+        return QAResult(
+            question=x["question"],
+            answer=answer.text,
+            sources=answer.sources,
+            template=answer.template,
+            backend=answer.backend,
+            lang=query.lang,
+            grounded=answer.grounded,
+            grounding_notes=answer.notes,
+            timings={("retrieval_ms" if k == "total_ms" else k): v for k, v in retrieved.timings.items()}
+            | answer.timings,
+        )
+
+    def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
+        """The article `number` of the code people call `code` («УК», «ҚК», «КоАП РК»), in `lang` when available."""
+        # The query analyzer already knows every name of every code, and where the Civil Code splits in two.
+        for ref in analyze_query(f"статья {number.strip().rstrip('.')} {code}").refs[:1]:
+            for want in (lang, "ru", "kk"):
+                if art := self._articles.get((ref.doc_id, want, ref.article)):
+                    return art
+        return None
+
+
+_chains: dict[tuple, QAChain] = {}
+_lock = threading.Lock()
+
+
+def get_chain(settings: Settings) -> QAChain:
+    """The loaded chain for these settings (built on first use, then shared)."""
+    key = (str(settings.data_dir.resolve()), settings.model_dump_json())
+    with _lock:
+        if key not in _chains:
+            started = time.perf_counter()
+            _chains[key] = QAChain.load(settings)
+            logger.info("chain loaded in %.1f s", time.perf_counter() - started)
+        return _chains[key]
+
+
+def invoke_qa(question: str, settings: Settings | None = None) -> QAResult:
+    """Answer a question about the laws of Kazakhstan, citing only articles that were retrieved."""
+    return get_chain(settings or Settings()).invoke(question)
+
+
+def lookup_article(code: str, number: str, settings: Settings | None = None, lang: str = "ru") -> Article | None:
+    """The verbatim article «УК 188», for faces that show an article on request."""
+    return get_chain(settings or Settings()).article(code, number, lang)
+
+
+# --- CLI ---------------------------------------------------------------------------------------------------------
+
+
+def _prepare(settings: Settings, from_dir: Path | None) -> None:
+    """Build or refresh the corpus and index when asked to, or when they do not exist yet."""
+    from index.build import build_index
+    from ingest_adilet.pipeline import ingest
+
+    if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
+        return
+    report = ingest(settings, source_dir=from_dir or settings.source_dir)
+    if report.failed and not (settings.corpus_dir / "chunks.jsonl").exists():
+        raise UserError("the corpus could not be built: see the failures above")
+    build_index(settings)
+
+
+def _print_result(result: QAResult) -> None:
+    from rich.console import Console
+
+    console = Console()
+    console.print(result.answer, markup=False, highlight=False)
+    console.print()
+    heading = "Дереккөздер" if result.lang == "kk" else "Источники"
+    console.print(f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
+                  f"{'grounded' if result.grounded else 'not grounded'}):")
+    for s in result.sources:
+        console.print(f"  [{s.source_id}] {s.citation()} — {s.url}", markup=False, highlight=False)
+    console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rag_chain", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="answer a question, citing the articles it rests on")
+    ask.add_argument("question", nargs="+")
+    ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--from-dir", type=Path, help="build/refresh the corpus from this directory first "
+                     "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists")
+    ev = sub.add_parser("eval", help="measure retrieval on gold questions (JSONL)")
+    ev.add_argument("--questions", type=Path, required=True)
+    ev.add_argument("--k", type=int, default=20)
+    ev.add_argument("--out", type=Path, help="write one line of ranked articles per question")
+    for p in (ask, ev):
+        p.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
+        p.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    try:
+        if args.command == "eval":
+            from retrieval.evaluate import format_report, run_eval
+
+            report = run_eval(settings, args.questions, k=args.k, out=args.out)
+            print(format_report(report))
+            return 0
+        _prepare(settings, args.from_dir)
+        result = invoke_qa(" ".join(args.question), settings)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        _print_result(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
