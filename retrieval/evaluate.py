@@ -292,12 +292,15 @@ def main(argv: Sequence[str] | None, settings: Settings) -> int:
     try:
         from retrieval.pipeline import Retrieval
 
+        files = {path: read_questions(path) for path in args.questions}  # bad files fail before the long load
         retrieval = Retrieval.load(settings)
-        for path in args.questions:
+        for path, questions in files.items():
             out = args.out
-            if out is not None and len(args.questions) > 1:
+            if out is not None and len(files) > 1:
                 out = out.with_suffix(f".{path.stem}{out.suffix}")
-            report = run_eval(settings, path, args.k, out, retrieval=retrieval)
+            report = evaluate(retrieval, questions, args.k, name=path.stem)
+            if out is not None:
+                write_rankings(out, report.results)
             print(format_report(report))  # noqa: T201 (CLI output)
     except UserError as err:
         print(f"Error: {err}", file=sys.stderr)  # noqa: T201

