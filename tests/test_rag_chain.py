@@ -1,0 +1,120 @@
+"""invoke_qa() end to end: the real retrieval over a real corpus slice, the real answer stage, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config import CRIMINAL_CODE_ID
+from corpus.errors import QAError
+from corpus.store import load_articles
+from rag_chain import QAChain
+from tests.support.llm_servers import groq_server_fixture, with_backends  # noqa: F401 (registers the fixture)
+from tests.support.retrieval import (  # noqa: F401 (registers the session fixtures)
+    bm25_retrieval,
+    corpus_slice,
+    dense_store,
+    hybrid_retrieval,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def chain(corpus_slice, hybrid_retrieval) -> QAChain:  # noqa: F811
+    return QAChain(corpus_slice.settings, hybrid_retrieval, load_articles(corpus_slice.settings.corpus_dir))
+
+
+def test_crime_question_gets_extractive_answer_citing_theft(chain):
+    result = chain.invoke("Что будет за кражу телефона?")
+    assert (result.backend, result.template, result.lang) == ("extractive", "criminal", "ru")
+    assert result.grounded
+    assert (CRIMINAL_CODE_ID, "188") in {(s.doc_id, s.article) for s in result.sources}
+    theft = next(s for s in result.sources if s.article == "188")
+    assert theft.code == "УК РК" and theft.title == "Кража" and theft.url.startswith("https://adilet.zan.kz/rus/docs/K1400000226")
+    assert "Статья 188. Кража" in result.answer and "adilet.zan.kz" in result.answer
+    assert {"retrieval_ms", "answer_ms", "total_ms"} <= set(result.timings)
+
+
+def test_every_cited_article_was_retrieved(chain):
+    question = "Меня уволили без предупреждения, что делать?"
+    retrieved = chain.retrieval.retrieve(question)
+    result = chain.invoke(question)
+    assert result.template == "universal"
+    assert {(s.doc_id, s.article) for s in result.sources} <= {
+        (d.metadata["doc_id"], d.metadata["article"]) for d in retrieved.docs
+    }
+
+
+def test_range_question_quotes_each_article_in_turn(chain):
+    result = chain.invoke("Разъясните статьи 190-192 УК РК")
+    assert result.template == "range"
+    assert [s.article for s in result.sources[:3]] == ["190", "191", "192"]
+    assert result.answer.index("Статья 190") < result.answer.index("Статья 191") < result.answer.index("Статья 192")
+
+
+def test_kazakh_question_is_answered_in_kazakh(chain):
+    result = chain.invoke("Ұрлық үшін қандай жаза қарастырылған?")
+    assert result.lang == "kk" and result.template == "criminal"
+    assert "ақпараттық сипатта" in result.answer or "заң кеңесі емес" in result.answer  # the Kazakh disclaimer
+    assert any(s.doc_id == CRIMINAL_CODE_ID for s in result.sources)
+
+
+def test_model_answer_through_groq(corpus_slice, hybrid_retrieval, groq_server):  # noqa: F811
+    groq_server.reply = (
+        "Кража — тайное хищение чужого имущества [S1]. Она наказывается штрафом до одной тысячи месячных "
+        "расчетных показателей либо лишением свободы на срок до трех лет [S1]."
+    )
+    settings = with_backends(corpus_slice.settings, groq=groq_server.url)
+    chain = QAChain(settings, hybrid_retrieval, load_articles(settings.corpus_dir))
+    result = chain.invoke("Какое наказание за кражу?")
+    assert result.backend == "groq", result.grounding_notes
+    assert result.grounded and result.answer.startswith("Кража — тайное хищение")
+    assert [s.article for s in result.sources] == ["188"]
+    prompt = groq_server.received[-1].text_of("user")
+    assert "Статья 188. Кража" in prompt and "Какое наказание за кражу?" in prompt
+
+
+def test_lookup_article_by_any_code_name(chain):
+    for code in ("УК", "ҚК", "УК РК", "Уголовный кодекс"):
+        article = chain.article(code, "188")
+        assert article is not None
+        assert (article.doc_id, article.number, article.title) == (CRIMINAL_CODE_ID, "188", "Кража")
+    drunk_driving = chain.article("КоАП", "608")
+    assert drunk_driving.title.startswith("Управление транспортным средством водителем, находящимся в состоянии")
+    assert chain.article("УК", "9999") is None
+
+
+def test_bad_questions_get_clear_errors(chain):
+    with pytest.raises(QAError, match="пустой"):
+        chain.invoke("   \n ")
+    with pytest.raises(QAError, match="слишком длинный"):
+        chain.invoke("кража " * 2000)
+
+
+@pytest.mark.slow
+def test_cli_ask_json_on_a_small_corpus(shared_dir, settings):
+    """`python -m rag_chain ask --json` as a user runs it: ingest and index of one law, then the answer."""
+    from index.build import build_index
+    from ingest_adilet.pipeline import ingest
+
+    assert ingest(settings, source_dir=shared_dir / "corpus", doc_ids=["Z1300000094"], progress=False).ok
+    build_index(settings, progress=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GROQ_", "OLLAMA_", "PINECONE_"))}
+    out = subprocess.run(
+        [sys.executable, "-m", "rag_chain", "ask", "--json", "--data-dir", str(settings.data_dir),
+         "Нужно ли согласие человека на сбор его персональных данных?"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+    )
+    result = json.loads(out.stdout)
+    assert {"answer", "sources", "template", "backend", "grounded", "timings"} <= set(result)
+    assert result["backend"] == "extractive" and result["sources"]
+    for source in result["sources"]:
+        assert {"doc_id", "article", "code", "title", "url", "snippet", "score"} <= set(source)
+        assert source["doc_id"] == "Z1300000094" and source["url"].startswith("https://adilet.zan.kz/")
+    assert "8" in {s["article"] for s in result["sources"]}  # «Согласие субъекта на сбор, обработку …»
