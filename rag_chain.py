@@ -158,25 +158,23 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--from-dir", type=Path, help="build/refresh the corpus from this directory first "
                      "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists")
-    ev = sub.add_parser("eval", help="measure retrieval on gold questions (JSONL)")
-    ev.add_argument("--questions", type=Path, required=True)
-    ev.add_argument("--k", type=int, default=20)
-    ev.add_argument("--out", type=Path, help="write one line of ranked articles per question")
-    for p in (ask, ev):
-        p.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
-        p.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
+    # eval's own options (--questions, --k, --out, --data-dir) are parsed by retrieval.evaluate
+    sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
+    ask.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
+    ask.add_argument("-v", "--verbose", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "eval":
+        from retrieval.evaluate import main as evaluate
+
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        return evaluate(rest, Settings())
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     try:
-        if args.command == "eval":
-            from retrieval.evaluate import format_report, run_eval
-
-            report = run_eval(settings, args.questions, k=args.k, out=args.out)
-            print(format_report(report))
-            return 0
         _prepare(settings, args.from_dir)
         result = invoke_qa(" ".join(args.question), settings)
     except UserError as err:
