@@ -1,0 +1,47 @@
+"""The bot over the real chain: a real corpus slice, real retrieval and the extractive answer, polled end to end."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.app import build_application
+from corpus.store import load_articles
+from rag_chain import QAChain
+from tests.support.retrieval import (  # noqa: F401 (registers the session fixtures)
+    bm25_retrieval,
+    corpus_slice,
+    dense_store,
+    hybrid_retrieval,
+)
+from tests.support.telegram_server import BotAPIServer, message_update, settings_for
+from tests.test_bot_e2e import polling, step
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[BotAPIServer]:
+    async with BotAPIServer() as server:
+        yield server
+
+
+async def test_question_and_article_through_the_real_chain(api, corpus_slice, hybrid_retrieval) -> None:  # noqa: F811
+    settings = corpus_slice.settings
+    chain = QAChain(settings, hybrid_retrieval, load_articles(settings.corpus_dir))
+    app = build_application(
+        settings_for(settings, api),
+        qa=lambda question, settings: chain.invoke(question),
+        lookup=lambda code, number, settings, lang="ru": chain.article(code, number, lang),
+    )
+    async with polling(app):
+        sent = [r for r in await step(api, message_update(7, "Что будет за кражу телефона?"), "sendMessage")
+                if r.method == "sendMessage"]
+        text = sent[-1].params["text"]
+        assert "Статья 188. Кража" in text and "https://adilet.zan.kz/rus/docs/K1400000226" in text
+        buttons = [b for row in sent[-1].params["reply_markup"]["inline_keyboard"] for b in row]
+        assert any(b.get("url", "").startswith("https://adilet.zan.kz/rus/docs/K1400000226") for b in buttons)
+        assert any(b.get("callback_data", "").endswith(":up") for b in buttons)
+
+        sent = await step(api, message_update(7, "/article УК 188"), "sendMessage")
+        article = "\n".join(r.params["text"] for r in sent if r.method == "sendMessage")
+        assert "Кража, то есть тайное хищение чужого имущества" in article
