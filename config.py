@@ -67,6 +67,7 @@ class Settings(BaseSettings):
     criminal_min_docs: int = 12
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
+    demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")
     flashrank_model: str = "ms-marco-MultiBERT-L-12"
     flashrank_cache_dir: Path | None = Field(
         default=None, description="Folder holding FlashRank model folders; default DATA_DIR/models/flashrank."

@@ -66,20 +66,19 @@ class Retrieval:
         reranker: FloatFlashrankRerank | None = None,
         stages: Stages = Stages(),
     ) -> None:
-        """Args: articles: the corpus by article; bm25 / vector_store: the first-stage searches (either may be
-        None, not both); reranker: FlashRank or None; stages: steps to run (see Stages)."""
-        if bm25 is None and vector_store is None:
-            raise ValueError("Retrieval needs BM25, a vector store, or both")
+        """Args: articles: the corpus by article; bm25 / vector_store: the first-stage searches; reranker:
+        FlashRank or None; stages: the steps that run (a part given but switched off is kept for `variant`)."""
         self.settings = settings
         self.articles = articles
         self.stages = stages
-        self.bm25 = bm25
-        self.vector_store = vector_store
+        self._loaded = (bm25, vector_store, reranker)
+        self.bm25 = bm25 if stages.bm25 else None
+        self.vector_store = vector_store if stages.dense else None
         self.reranker = reranker if stages.rerank else None
+        if self.bm25 is None and self.vector_store is None:
+            raise ValueError("Retrieval needs BM25, a vector store, or both")
         self.analyze = lru_cache(maxsize=1024)(self._analyze)
-        self.explicit = ExplicitRetriever(
-            articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars
-        )
+        self.explicit = ExplicitRetriever(articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars)
         self.first_stage = self._first_stage()
 
     # --- construction ----------------------------------------------------------------------------
@@ -120,9 +119,21 @@ class Retrieval:
             settings,
             articles,
             bm25=bm25,
-            vector_store=vector_store if stages.dense else None,
+            vector_store=vector_store,
             reranker=reranker,
             stages=stages,
+        )
+
+    def variant(self, stages: Stages | None = None, **settings: object) -> Retrieval:
+        """The same loaded corpus, BM25, vector store and reranker with other stages or settings."""
+        bm25, vector_store, reranker = self._loaded
+        return Retrieval(
+            self.settings.model_copy(update=settings),
+            self.articles,
+            bm25=bm25,
+            vector_store=vector_store,
+            reranker=reranker,
+            stages=stages or self.stages,
         )
 
     def _analyze(self, question: str) -> QueryInfo:
@@ -174,6 +185,15 @@ class Retrieval:
 
     # --- per question ----------------------------------------------------------------------------
 
+    def candidates(self, question: str) -> list[Document]:
+        """First-stage articles for the question (fused, law-aware), before reranking; best first."""
+        candidates = self.first_stage.invoke(question)
+        if self.settings.demote_repealed:
+            # A repealed article keeps only its heading and a note: short, so BM25 loves it, but a question
+            # about the law in force is not answered by it (named explicitly, it still comes first).
+            candidates.sort(key=lambda d: d.metadata.get("status") == "repealed")
+        return candidates
+
     def _ranked(
         self, question: str, timings: dict[str, float]
     ) -> tuple[QueryInfo, list[tuple[ArticleKey, Document | None, float]]]:
@@ -181,7 +201,7 @@ class Retrieval:
         t0 = time.perf_counter()
         info = self.analyze(question)
         t1 = time.perf_counter()
-        candidates = self.first_stage.invoke(question)
+        candidates = self.candidates(question)
         t2 = time.perf_counter()
         if self.reranker is not None and candidates:
             n = self.reranker.top_n

@@ -36,12 +36,13 @@ CITATION_KEYS = {
 
 
 def _variant(base: Retrieval, stages: Stages = NO_RERANK, reranker=None, **settings) -> Retrieval:
-    """The same corpus and indexes with other settings or stages (nothing is rebuilt)."""
+    """The same corpus and indexes with other settings, stages or reranker (nothing is rebuilt)."""
+    bm25, store, _ = base._loaded
     return Retrieval(
         base.settings.model_copy(update=settings),
         base.articles,
-        bm25=base.bm25 if stages.bm25 else None,
-        vector_store=base.vector_store if stages.dense else None,
+        bm25=bm25,
+        vector_store=store,
         reranker=reranker,
         stages=stages,
     )
@@ -107,23 +108,15 @@ def test_each_article_shows_its_best_matching_chunk(hybrid_retrieval):  # noqa: 
 def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path):  # noqa: F811
     from flashrank.Config import model_file_map
 
-    settings = hybrid_retrieval.settings.model_copy(
-        update={"flashrank_cache_dir": tmp_path, "rerank_candidates": 10}
-    )
+    settings = hybrid_retrieval.settings.model_copy(update={"flashrank_cache_dir": tmp_path, "rerank_candidates": 10})
     model = TinyCrossEncoder(tmp_path / settings.flashrank_model, model_file_map[settings.flashrank_model])
-    reranked = _variant(
-        hybrid_retrieval, Stages(), reranker=load_reranker(settings, top_n=10), rerank_candidates=10
-    )
+    reranked = _variant(hybrid_retrieval, Stages(), reranker=load_reranker(settings, top_n=10), rerank_candidates=10)
     question = "кража телефона"
-    candidates = hybrid_retrieval.first_stage.invoke(question)[:10]
+    candidates = hybrid_retrieval.candidates(question)[:10]
     expected = sorted(candidates, key=lambda d: model.score(question, d.page_content), reverse=True)
     ranked = reranked.rank_articles(question, 12)
-    assert [(d, a) for d, a, _ in ranked[:10]] == [
-        (d.metadata["doc_id"], d.metadata["article"]) for d in expected
-    ]
-    assert [(d, a) for d, a, _ in ranked[:10]] != [
-        (d.metadata["doc_id"], d.metadata["article"]) for d in candidates
-    ]
+    assert [(d, a) for d, a, _ in ranked[:10]] == [(d.metadata["doc_id"], d.metadata["article"]) for d in expected]
+    assert [(d, a) for d, a, _ in ranked[:10]] != [(d.metadata["doc_id"], d.metadata["article"]) for d in candidates]
     assert ranked[0][2] == pytest.approx(model.score(question, expected[0].page_content), abs=1e-4)
 
 
