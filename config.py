@@ -62,8 +62,19 @@ class Settings(BaseSettings):
 
     # --- retrieval ---------------------------------------------------------------------------
     first_stage_k: int = 50
-    dense_weight: float = 0.4
-    bm25_weight: float = 0.6
+    # Weighted RRF of dense and BM25 per article; 0.5/0.5 with c=5 measured best on both gold sets
+    # (bench/ablation.md): 0.4/0.6 with c=60 let long narrative questions' BM25 noise outrank dense hits.
+    dense_weight: float = 0.5
+    bm25_weight: float = 0.5
+    rrf_c: int = Field(default=5, description="RRF constant: score += weight / (c + rank); small c trusts top ranks.")
+    dense_query_max_chars: int = Field(
+        default=1000, description="Longer questions are embedded as their head and last quarter (latency)."
+    )
+    dense_search_lang: Literal["ru", "kk"] | None = Field(
+        default="ru",
+        description="Dense search over this language's vectors only (every document is in Russian; e5 is "
+        "cross-lingual). Kazakh vectors of the few laws translated pull Kazakh questions to those laws. None: all.",
+    )
     criminal_min_docs: int = 12
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")

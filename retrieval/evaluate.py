@@ -277,7 +277,7 @@ def format_report(report: EvalReport) -> str:
 
 def main(argv: Sequence[str] | None, settings: Settings) -> int:
     """CLI: evaluate question files and print one table each; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="eval", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rag_chain eval", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--questions", type=Path, required=True, action="append", help="gold JSONL (repeatable)"
     )

@@ -75,6 +75,16 @@ def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_
     assert hybrid_retrieval.rank_articles(question, 1)[0][:2] == (UK, "136")
 
 
+def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_retrieval):  # noqa: F811
+    dense_only = Stages(bm25=False, explicit=False, augment=False, law_aware=False, rerank=False)
+    question = "Нәрестені ауыстыру үшін қандай жауапкершілік бар?"  # swapping a newborn: UK 136, Russian only
+    russian = _variant(hybrid_retrieval, dense_only).candidates(question)
+    assert {d.metadata["lang"] for d in russian} == {"ru"}
+    assert (UK, "136") in [(d.metadata["doc_id"], d.metadata["article"]) for d in russian[:3]]
+    every = _variant(hybrid_retrieval, dense_only, dense_search_lang=None).candidates(question)
+    assert "kk" in {d.metadata["lang"] for d in every}  # the Kazakh texts of the consumer law come in
+
+
 def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retrieval):  # noqa: F811
     docs = hybrid_retrieval.retrieve("Тұтынушы сапасыз тауарды қайтара ала ма?").docs
     consumer = [d for d in docs if d.metadata["doc_id"] == CONSUMER]
