@@ -2,7 +2,7 @@
 
     python -m bench.ablation [--data-dir DIR] [--questions FILE.jsonl ...] [--k 20] [--out bench/ablation.md]
 
-Every row is the same loaded pipeline (`Retrieval.variant`) with other `Stages`; nothing is copied.
+Every row is the same loaded pipeline (`Retrieval.variant`) with other `Stages` or settings; nothing is copied.
 Defaults to the gold files in ../shared/eval when they exist.
 """
 
@@ -12,6 +12,7 @@ import argparse
 import logging
 import os
 import platform
+import resource
 import sys
 import time
 from dataclasses import dataclass
@@ -47,22 +48,54 @@ ROWS = (
 )
 
 
-def markdown(results: dict[str, list[tuple[str, EvalReport]]], notes: list[str]) -> str:
-    """One markdown table per question file: a row per configuration."""
+# The blend, measured on the full pipeline (Stages() without rerank): each row changes settings of the row above.
+PREVIOUS = {
+    "dense_weight": 0.4,
+    "bm25_weight": 0.6,
+    "rrf_c": 60,
+    "dense_search_lang": None,
+    "dense_query_max_chars": 10**6,
+}
+SWEEP = (
+    ("previous defaults: dense 0.4 / BM25 0.6, c=60, all vectors, whole question", PREVIOUS),
+    ("weights 0.5 / 0.5", {**PREVIOUS, "dense_weight": 0.5, "bm25_weight": 0.5}),
+    ("+ RRF c=5", {**PREVIOUS, "dense_weight": 0.5, "bm25_weight": 0.5, "rrf_c": 5}),
+    (
+        "+ dense over Russian vectors",
+        {**PREVIOUS, "dense_weight": 0.5, "bm25_weight": 0.5, "rrf_c": 5, "dense_search_lang": "ru"},
+    ),
+    ("+ long questions embedded as head+tail of 1000 chars (current defaults)", {}),
+    ("current, dense 0.3 / BM25 0.7", {"dense_weight": 0.3, "bm25_weight": 0.7}),
+    ("current, dense 0.7 / BM25 0.3", {"dense_weight": 0.7, "bm25_weight": 0.3}),
+    ("current, c=60", {"rrf_c": 60}),
+)
+
+
+def table(rows: list[tuple[str, EvalReport]]) -> list[str]:
+    """Markdown rows: configuration, metrics, latency."""
+    out = ["| configuration | hit@1 | hit@5 | hit@10 | R@10 | R@20 | MRR | nDCG@10 | p50 ms | p95 ms |"]
+    out += ["|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for label, r in rows:
+        m = r.overall
+        cells = (m.hit1, m.hit5, m.hit10, m.recall10, m.recall20, m.mrr, m.ndcg10)
+        out.append(
+            f"| {label} | "
+            + " | ".join(f"{v:.3f}" for v in cells)
+            + f" | {r.latency_p50_ms:.0f} | {r.latency_p95_ms:.0f} |"
+        )
+    return out
+
+
+def markdown(
+    results: dict[str, list[tuple[str, EvalReport]]],
+    sweep: dict[str, list[tuple[str, EvalReport]]],
+    notes: list[str],
+) -> str:
+    """One markdown table per question file: a row per configuration; then the blend sweep."""
     out = ["# Retrieval ablation", "", *notes, ""]
     for name, rows in results.items():
         n = rows[0][1].overall.n if rows else 0
-        out += [f"## {name} ({n} questions, article level)", ""]
-        out += ["| configuration | hit@1 | hit@5 | hit@10 | R@10 | R@20 | MRR | nDCG@10 | p50 ms | p95 ms |"]
-        out += ["|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for label, r in rows:
-            m = r.overall
-            cells = (m.hit1, m.hit5, m.hit10, m.recall10, m.recall20, m.mrr, m.ndcg10)
-            out.append(
-                f"| {label} | "
-                + " | ".join(f"{v:.3f}" for v in cells)
-                + f" | {r.latency_p50_ms:.0f} | {r.latency_p95_ms:.0f} |"
-            )
+        out += [f"## {name} ({n} questions, article level)", "", *table(rows)]
         last = rows[-1][1] if rows else None
         if last is not None and last.subsets:
             out += ["", f"Full pipeline by subset ({rows[-1][0]}):", ""]
@@ -70,6 +103,8 @@ def markdown(results: dict[str, list[tuple[str, EvalReport]]], notes: list[str])
             for label, m in last.subsets.items():
                 out.append(f"| {label} | {m.n} | {m.hit1:.3f} | {m.hit5:.3f} | {m.hit10:.3f} | {m.mrr:.3f} |")
         out.append("")
+    for name, rows in sweep.items():
+        out += [f"## Blend sweep on {name} (full pipeline, no reranker)", "", *table(rows), ""]
     return "\n".join(out)
 
 
@@ -79,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, action="append", help="gold JSONL (repeatable)")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("ablation.md"))
+    parser.add_argument("--no-sweep", action="store_true", help="skip the blend sweep (stages only)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -101,16 +137,29 @@ def main(argv: list[str] | None = None) -> int:
             m = report.overall
             logger.info("%-45s %-12s hit@10 %.3f MRR %.3f", row.name, name, m.hit10, m.mrr)
 
+    sweep: dict[str, list[tuple[str, EvalReport]]] = {name: [] for name in gold}
+    if not args.no_sweep:
+        for label, overrides in SWEEP:
+            pipeline = full.variant(Stages(rerank=False), **overrides)
+            for name, questions in gold.items():
+                report = evaluate(pipeline, questions, args.k, name=name)
+                sweep[name].append((label, report))
+                logger.info(
+                    "%-45s %-12s hit@10 %.3f MRR %.3f", label[:45], name, report.overall.hit10, report.overall.mrr
+                )
+
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s = settings
     notes = [
         f"Generated by `python -m bench.ablation` on {time.strftime('%Y-%m-%d')} ({platform.machine()}, "
-        f"{os.cpu_count()} CPUs); pipeline load {load_s:.1f} s.",
+        f"{os.cpu_count()} CPUs); pipeline load {load_s:.1f} s; peak RSS {rss_mb:.0f} MB.",
         f"Settings: first_stage_k={s.first_stage_k}, dense_weight={s.dense_weight}, bm25_weight={s.bm25_weight}, "
+        f"rrf_c={s.rrf_c}, dense_search_lang={s.dense_search_lang}, dense_query_max_chars={s.dense_query_max_chars}, "
         f"criminal_min_docs={s.criminal_min_docs}, embedding={s.embedding_backend}, dense_scope={s.dense_scope}, "
         f"reranker={'FlashRank ' + s.flashrank_model if full.reranker else 'none (no model folder)'}.",
         "Latency: one question through the configuration (no LLM), after a warm-up query.",
     ]
-    text = markdown(results, notes)
+    text = markdown(results, sweep, notes)
     args.out.write_text(text, encoding="utf-8")
     print(text)  # noqa: T201 (CLI output)
     return 0
