@@ -217,6 +217,8 @@ class Retrieval:
         t0 = time.perf_counter()
         info = self.analyze(question)
         t1 = time.perf_counter()
+        if not any(ch.isalnum() for ch in question):
+            return info, []  # nothing to search for: no arbitrary articles for "" or "?"
         candidates = self.candidates(question)
         t2 = time.perf_counter()
         if self.reranker is not None and candidates:

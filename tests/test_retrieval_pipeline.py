@@ -130,6 +130,12 @@ def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path)
     assert ranked[0][2] == pytest.approx(model.score(question, expected[0].page_content), abs=1e-4)
 
 
+def test_a_question_without_words_finds_nothing(hybrid_retrieval):  # noqa: F811
+    for question in ("", "   ", "?!"):
+        assert hybrid_retrieval.retrieve(question).docs == []
+        assert hybrid_retrieval.rank_articles(question, 5) == []
+
+
 def test_load_without_a_vector_index_says_how_to_build_it(corpus_slice):  # noqa: F811
     with pytest.raises(IndexNotReady, match="index"):
         Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
