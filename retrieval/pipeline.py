@@ -226,7 +226,13 @@ class Retrieval:
             head = self.reranker.compress_documents(candidates[:n], info.text)
             for d in head:
                 d.metadata["score"] = d.metadata["relevance_score"]
-            candidates = [*head, *candidates[n:]]
+            # The rest keep their fused order below the reranked head; scores stay non-increasing.
+            floor = min((d.metadata["score"] for d in head), default=0.0)
+            tail = [
+                d.model_copy(update={"metadata": {**d.metadata, "score": min(floor, d.metadata.get("score", 0.0))}})
+                for d in candidates[n:]
+            ]
+            candidates = [*head, *tail]
         t3 = time.perf_counter()
         timings.update(analyze_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000, rerank_ms=(t3 - t2) * 1000)
 

@@ -128,6 +128,8 @@ def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path)
     assert [(d, a) for d, a, _ in ranked[:10]] == [(d.metadata["doc_id"], d.metadata["article"]) for d in expected]
     assert [(d, a) for d, a, _ in ranked[:10]] != [(d.metadata["doc_id"], d.metadata["article"]) for d in candidates]
     assert ranked[0][2] == pytest.approx(model.score(question, expected[0].page_content), abs=1e-4)
+    scores = [s for *_, s in ranked]
+    assert scores == sorted(scores, reverse=True)
 
 
 def test_a_question_without_words_finds_nothing(hybrid_retrieval):  # noqa: F811
