@@ -75,7 +75,12 @@ class Settings(BaseSettings):
         description="Dense search over this language's vectors only (every document is in Russian; e5 is "
         "cross-lingual). Kazakh vectors of the few laws translated pull Kazakh questions to those laws. None: all.",
     )
-    criminal_min_docs: int = 12
+    criminal_min_docs: int = Field(
+        default=12, description="Criminal Code (crime questions) or named-code articles among the candidates."
+    )
+    named_code_boost: float = Field(
+        default=3.0, description="Fused-score multiplier of the articles of a code the question names."
+    )
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")

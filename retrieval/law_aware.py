@@ -1,4 +1,5 @@
-"""Law-aware first stage: a question about a crime always gets Criminal Code articles among its candidates."""
+"""Law-aware first stage: a crime question always gets Criminal Code candidates; a named code is searched and
+its articles are preferred."""
 
 from __future__ import annotations
 
@@ -18,50 +19,63 @@ logger = logging.getLogger(__name__)
 
 
 class LawAwareRetriever(BaseRetriever):
-    """Runs `base` on the augmented question; when the ORIGINAL question is about a crime and fewer than
-    `min_docs` Criminal Code articles came back, adds the best ones of `criminal` (the same search limited to
-    the Criminal Code).
+    """Runs `base` on the augmented question, then, decided from the ORIGINAL question:
 
-    Added articles keep the score the Criminal-Code-only fusion gave them, so a strong match there ranks among
-    the strong matches of the whole corpus rather than after all of them.
+    - a crime question with fewer than `min_docs` Criminal Code articles gets the best missing ones from the
+      same search limited to the Criminal Code;
+    - a question naming a code («по Трудовому кодексу», «ҚК-нің») gets up to `min_docs` articles of that code
+      the same way, and that code's articles count `named_boost` times their fused score.
+
+    Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
+    matches of the whole corpus rather than after all of them.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     base: BaseRetriever
     """The first stage over the whole corpus (the dense + BM25 ensemble)."""
-    criminal: BaseRetriever
-    """The same first stage limited to the Criminal Code."""
+    within: Callable[[str], BaseRetriever]
+    """doc_id → the same first stage limited to that document."""
     analyze: Callable[[str], QueryInfo]
-    """Question → QueryInfo (decides `is_criminal` and gives the augmented text)."""
+    """Question → QueryInfo (decides `is_criminal`, names codes, gives the augmented text)."""
     min_docs: int = 12
-    """Criminal Code articles a crime question must have among its candidates."""
+    """Articles of the Criminal Code (crime questions) or of a named code among the candidates."""
+    named_boost: float = 3.0
+    """Score multiplier of the articles of a code the question names (1: no preference)."""
     code_id: str = CRIMINAL_CODE_ID
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         info = self.analyze(query)
         docs = self.base.invoke(info.augmented, config={"callbacks": run_manager.get_child("base")})
-        if not info.is_criminal:
+        focus = list(info.codes)
+        if info.is_criminal and self.code_id not in focus:
+            focus.append(self.code_id)
+        if not focus or self.min_docs <= 0 and self.named_boost == 1:
             return docs
-        have = {key_of(d) for d in docs if d.metadata["doc_id"] == self.code_id}
-        if len(have) >= self.min_docs:
-            return docs
-        added: list[Document] = []
-        for doc in self.criminal.invoke(
-            info.augmented, config={"callbacks": run_manager.get_child("criminal")}
-        ):
-            key = key_of(doc)
-            if key in have:
+        have = {key_of(d) for d in docs}
+        for doc_id in focus:
+            present = sum(1 for d in docs if d.metadata["doc_id"] == doc_id)
+            if present >= self.min_docs:
                 continue
-            have.add(key)
-            added.append(
-                Document(
-                    page_content=doc.page_content, metadata={**doc.metadata, "law_aware": True}, id=doc.id
+            limited = self.within(doc_id).invoke(info.augmented, config={"callbacks": run_manager.get_child(doc_id)})
+            for doc in limited:
+                if present >= self.min_docs:
+                    break
+                if key_of(doc) in have:
+                    continue
+                have.add(key_of(doc))
+                docs.append(
+                    Document(page_content=doc.page_content, metadata={**doc.metadata, "law_aware": True}, id=doc.id)
                 )
-            )
-            if len(have) >= self.min_docs:
-                break
-        logger.debug("Crime question: %d Criminal Code articles added", len(added))
-        return sorted([*docs, *added], key=lambda d: d.metadata.get("score", 0.0), reverse=True)
+                present += 1
+        named = set(info.codes)
+
+        def score(d: Document) -> float:
+            s = d.metadata.get("score", 0.0)
+            return s * self.named_boost if d.metadata["doc_id"] in named else s
+
+        ranked = sorted(docs, key=score, reverse=True)
+        return [
+            d.model_copy(update={"metadata": {**d.metadata, "score": score(d)}}) if d.metadata["doc_id"] in named else d
+            for d in ranked
+        ]

@@ -189,14 +189,15 @@ class Retrieval:
         )
 
     def _first_stage(self) -> BaseRetriever:
-        base = self.ensemble()
-        if not self.stages.law_aware:
-            return LawAwareRetriever(base=base, criminal=base, analyze=self.analyze, min_docs=0)
+        within = lru_cache(maxsize=64)(lambda doc_id: self.ensemble({"doc_id": doc_id}))
+        on = self.stages.law_aware
         return LawAwareRetriever(
-            base=base,
-            criminal=self.ensemble({"doc_id": CRIMINAL_CODE_ID}),
+            base=self.ensemble(),
+            within=within,
             analyze=self.analyze,
-            min_docs=self.settings.criminal_min_docs,
+            min_docs=self.settings.criminal_min_docs if on else 0,
+            named_boost=self.settings.named_code_boost if on else 1.0,
+            code_id=CRIMINAL_CODE_ID,
         )
 
     # --- per question ----------------------------------------------------------------------------

@@ -1,13 +1,15 @@
-"""Law-aware first stage on the real slice: crime questions always get Criminal Code candidates."""
+"""Law-aware first stage on the real slice: crime questions always get Criminal Code candidates, a named
+code gets its articles searched and preferred."""
 
 from __future__ import annotations
 
+import pytest
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from retrieval.law_aware import LawAwareRetriever
-from tests.support.retrieval import TK, UK, bm25_retrieval, corpus_slice  # noqa: F401 (fixtures)
+from tests.support.retrieval import KOAP, TK, UK, bm25_retrieval, corpus_slice  # noqa: F401 (fixtures)
 
 CRIME = "Что мне будет, если я украду телефон у соседа?"
 LABOUR = "Работодатель третий месяц не выплачивает заработную плату, что делать?"
@@ -19,21 +21,19 @@ class Recording(BaseRetriever):
     inner: BaseRetriever
     queries: list[str] = []
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         self.queries.append(query)
         return self.inner.invoke(query)
 
 
-def _law_aware(pipeline, base_doc_id: str) -> LawAwareRetriever:
-    """Base search limited to one code (so it finds no Criminal Code article by itself), fill from the UK."""
+def _law_aware(pipeline, base_doc_id: str, **kw) -> LawAwareRetriever:
+    """Base search limited to one code (so it finds nothing elsewhere by itself); fill from any code."""
     ensemble = pipeline.ensemble
     return LawAwareRetriever(
         base=Recording(inner=ensemble({"doc_id": base_doc_id})),
-        criminal=ensemble({"doc_id": UK}),
+        within=lambda doc_id: ensemble({"doc_id": doc_id}),
         analyze=pipeline.analyze,
-        min_docs=12,
+        **{"min_docs": 12, **kw},
     )
 
 
@@ -71,3 +71,23 @@ def test_pipeline_first_stage_for_crime_and_labour(bm25_retrieval):  # noqa: F81
     labour = bm25_retrieval.first_stage.invoke(LABOUR)
     assert not any(d.metadata.get("law_aware") for d in labour)
     assert labour[0].metadata["doc_id"] == TK
+
+
+def test_a_named_code_is_searched_and_preferred(bm25_retrieval):  # noqa: F811
+    question = "Какой штраф по КоАП за мелкое хулиганство?"
+    info = bm25_retrieval.analyze(question)
+    assert info.codes == (KOAP,) and not info.is_criminal
+    docs = _law_aware(bm25_retrieval, TK).invoke(question)  # the base alone finds only Labour Code articles
+    koap = [d for d in docs if d.metadata["doc_id"] == KOAP]
+    assert len(koap) == 12 and all(d.metadata["law_aware"] for d in koap)
+    assert docs[0].metadata["doc_id"] == KOAP  # preferred: boosted above the Labour Code matches
+    unboosted = _law_aware(bm25_retrieval, TK, named_boost=1.0).invoke(question)
+    assert {d.id: d.metadata["score"] for d in unboosted if d.metadata["doc_id"] == KOAP} == pytest.approx(
+        {d.id: d.metadata["score"] / 3.0 for d in koap}
+    )
+
+
+def test_switched_off_it_changes_nothing(bm25_retrieval):  # noqa: F811
+    retriever = _law_aware(bm25_retrieval, TK, min_docs=0, named_boost=1.0)
+    base = bm25_retrieval.ensemble({"doc_id": TK}).invoke(bm25_retrieval.analyze(CRIME).augmented)
+    assert retriever.invoke(CRIME) == base
