@@ -43,7 +43,7 @@ ROWS = (
     ),
     Row("+ explicit references first", Stages(augment=False, law_aware=False, rerank=False)),
     Row("+ query augmentation", Stages(law_aware=False, rerank=False)),
-    Row("+ law-aware (Criminal Code fill)", Stages(rerank=False)),
+    Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(rerank=False)),
     Row("+ rerank (FlashRank)", Stages()),
 )
 
@@ -68,6 +68,7 @@ SWEEP = (
     ("current, dense 0.3 / BM25 0.7", {"dense_weight": 0.3, "bm25_weight": 0.7}),
     ("current, dense 0.7 / BM25 0.3", {"dense_weight": 0.7, "bm25_weight": 0.3}),
     ("current, c=60", {"rrf_c": 60}),
+    ("current, named codes not boosted (named_code_boost=1)", {"named_code_boost": 1.0}),
 )
 
 
