@@ -8,6 +8,10 @@ import pytest
 
 from config import Settings
 
+# Session fixtures shared by many files (a real corpus slice and its indexes) are registered here, once: imported
+# into each test module instead, pytest would build them once per module.
+pytest_plugins = ["tests.support.retrieval"]
+
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
 
 

@@ -9,11 +9,11 @@ from rank_bm25 import BM25Okapi
 from retrieval.analyzer import analyze
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, SparseBM25, title_weighted
-from tests.support.retrieval import CONSUMER, TK, UK, corpus_slice  # noqa: F401 (fixture)
+from tests.support.retrieval import CONSUMER, TK, UK
 
 
 @pytest.fixture(scope="module")
-def documents(corpus_slice):  # noqa: F811
+def documents(corpus_slice):
     return ArticleChunks.from_chunks(corpus_slice.chunks).documents
 
 

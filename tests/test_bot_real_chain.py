@@ -9,12 +9,6 @@ import pytest
 from bot.app import build_application
 from corpus.store import load_articles
 from rag_chain import QAChain
-from tests.support.retrieval import (  # noqa: F401 (registers the session fixtures)
-    bm25_retrieval,
-    corpus_slice,
-    dense_store,
-    hybrid_retrieval,
-)
 from tests.support.telegram_server import BotAPIServer, message_update, settings_for
 from tests.test_bot_e2e import polling, step
 
@@ -25,7 +19,7 @@ async def api() -> AsyncIterator[BotAPIServer]:
         yield server
 
 
-async def test_question_and_article_through_the_real_chain(api, corpus_slice, hybrid_retrieval) -> None:  # noqa: F811
+async def test_question_and_article_through_the_real_chain(api, corpus_slice, hybrid_retrieval) -> None:
     settings = corpus_slice.settings
     chain = QAChain(settings, hybrid_retrieval, load_articles(settings.corpus_dir))
     app = build_application(

@@ -22,7 +22,7 @@ from retrieval.evaluate import (
     reciprocal_rank,
     run_eval,
 )
-from tests.support.retrieval import TK, UK, bm25_retrieval, corpus_slice  # noqa: F401 (fixtures)
+from tests.support.retrieval import TK, UK
 
 A, B, C, D, E = (("X", str(n)) for n in range(1, 6))
 
@@ -111,7 +111,7 @@ def _gold(tmp_path):
     return path
 
 
-def test_run_eval_on_an_unseen_file_writes_rankings(bm25_retrieval, tmp_path):  # noqa: F811
+def test_run_eval_on_an_unseen_file_writes_rankings(bm25_retrieval, tmp_path):
     out = tmp_path / "out" / "rankings.jsonl"
     report = run_eval(bm25_retrieval.settings, _gold(tmp_path), k=7, out=out, retrieval=bm25_retrieval)
     assert report.overall.n == 3
@@ -170,7 +170,7 @@ def test_cli_evaluates_a_data_dir_and_writes_rankings(shared_dir, tmp_path, caps
         assert {h["doc_id"] for h in r["hits"]} == {DIGITAL_ASSETS}
 
 
-def test_cli_errors_say_what_to_fix(corpus_slice, tmp_path, capsys):  # noqa: F811
+def test_cli_errors_say_what_to_fix(corpus_slice, tmp_path, capsys):
     # the slice has no vector index: the CLI says which command builds it and exits non-zero
     code = main(
         ["--questions", str(_gold(tmp_path)), "--data-dir", str(corpus_slice.settings.data_dir)],

@@ -6,20 +6,20 @@ import pytest
 
 from retrieval.explicit import ExplicitRetriever
 from retrieval.query import ArticleRef, QueryInfo
-from tests.support.retrieval import TK, UK, bm25_retrieval, corpus_slice  # noqa: F401 (fixtures)
+from tests.support.retrieval import TK, UK
 
 
 def _articles(ranked, n):
     return [(doc_id, article) for doc_id, article, _ in ranked[:n]]
 
 
-def test_range_comes_first_in_order(bm25_retrieval):  # noqa: F811
+def test_range_comes_first_in_order(bm25_retrieval):
     ranked = bm25_retrieval.rank_articles("Что грозит по ст. 190-192 УК?", 10)
     assert _articles(ranked, 3) == [(UK, "190"), (UK, "191"), (UK, "192")]
     assert len({(d, a) for d, a, _ in ranked}) == len(ranked) == 10  # the search fills the rest, no repeats
 
 
-def test_the_order_asked_is_kept(bm25_retrieval):  # noqa: F811
+def test_the_order_asked_is_kept(bm25_retrieval):
     ranked = bm25_retrieval.rank_articles("Сравните статьи 192 и 190 УК РК", 5)
     assert _articles(ranked, 2) == [(UK, "192"), (UK, "190")]
 
@@ -28,11 +28,11 @@ def test_the_order_asked_is_kept(bm25_retrieval):  # noqa: F811
     "question",
     ["ст. 188 УК РК", "Что говорит 188 статья уголовного кодекса?", "ҚК-нің 188-бабы не дейді?"],
 )
-def test_single_reference_in_russian_and_kazakh(bm25_retrieval, question):  # noqa: F811
+def test_single_reference_in_russian_and_kazakh(bm25_retrieval, question):
     assert _articles(bm25_retrieval.rank_articles(question, 5), 1) == [(UK, "188")]
 
 
-def test_a_long_range_comes_first_even_when_retrieve_returns_more_than_top_n(bm25_retrieval):  # noqa: F811
+def test_a_long_range_comes_first_even_when_retrieve_returns_more_than_top_n(bm25_retrieval):
     result = bm25_retrieval.retrieve(
         "Какая ответственность по статьям 120-135 УК РК за преступления против детей?"
     )
@@ -44,7 +44,7 @@ def test_a_long_range_comes_first_even_when_retrieve_returns_more_than_top_n(bm2
     assert len(first.page_content) <= bm25_retrieval.settings.context_max_chars
 
 
-def test_explicit_retriever_reads_the_article_from_its_beginning(bm25_retrieval):  # noqa: F811
+def test_explicit_retriever_reads_the_article_from_its_beginning(bm25_retrieval):
     retriever = bm25_retrieval.explicit.model_copy(update={"max_chars": 600})
     docs = retriever.invoke("ст. 188 УК и ст. 99999 УК")  # the second one does not exist: skipped
     assert [d.metadata["article"] for d in docs] == ["188"]
@@ -56,7 +56,7 @@ def test_explicit_retriever_reads_the_article_from_its_beginning(bm25_retrieval)
     assert doc.metadata["url"].startswith("https://adilet.zan.kz/rus/docs/K1400000226")
 
 
-def test_reference_without_a_code_is_left_to_the_search(corpus_slice):  # noqa: F811
+def test_reference_without_a_code_is_left_to_the_search(corpus_slice):
     from retrieval.articles import ArticleChunks
 
     info = QueryInfo(

@@ -9,7 +9,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from retrieval.law_aware import LawAwareRetriever
-from tests.support.retrieval import KOAP, TK, UK, bm25_retrieval, corpus_slice  # noqa: F401 (fixtures)
+from tests.support.retrieval import KOAP, TK, UK
 
 CRIME = "Что мне будет, если я украду телефон у соседа?"
 LABOUR = "Работодатель третий месяц не выплачивает заработную плату, что делать?"
@@ -37,7 +37,7 @@ def _law_aware(pipeline, base_doc_id: str, **kw) -> LawAwareRetriever:
     )
 
 
-def test_crime_question_gets_twelve_criminal_code_articles(bm25_retrieval):  # noqa: F811
+def test_crime_question_gets_twelve_criminal_code_articles(bm25_retrieval):
     retriever = _law_aware(bm25_retrieval, TK)
     docs = retriever.invoke(CRIME)
     uk = [d for d in docs if d.metadata["doc_id"] == UK]
@@ -52,20 +52,20 @@ def test_crime_question_gets_twelve_criminal_code_articles(bm25_retrieval):  # n
     assert info.is_criminal and retriever.base.queries == [info.augmented]
 
 
-def test_labour_question_gets_no_forced_criminal_code_articles(bm25_retrieval):  # noqa: F811
+def test_labour_question_gets_no_forced_criminal_code_articles(bm25_retrieval):
     info = bm25_retrieval.analyze(LABOUR)
     assert not info.is_criminal
     docs = _law_aware(bm25_retrieval, TK).invoke(LABOUR)
     assert docs and not any(d.metadata["doc_id"] == UK or d.metadata.get("law_aware") for d in docs)
 
 
-def test_enough_criminal_code_articles_already_means_nothing_added(bm25_retrieval):  # noqa: F811
+def test_enough_criminal_code_articles_already_means_nothing_added(bm25_retrieval):
     docs = _law_aware(bm25_retrieval, UK).invoke(CRIME)
     assert sum(d.metadata["doc_id"] == UK for d in docs) >= 12
     assert not any(d.metadata.get("law_aware") for d in docs)
 
 
-def test_pipeline_first_stage_for_crime_and_labour(bm25_retrieval):  # noqa: F811
+def test_pipeline_first_stage_for_crime_and_labour(bm25_retrieval):
     crime = bm25_retrieval.first_stage.invoke("За что могут посадить в тюрьму за драку?")
     assert sum(d.metadata["doc_id"] == UK for d in crime) >= bm25_retrieval.settings.criminal_min_docs
     labour = bm25_retrieval.first_stage.invoke(LABOUR)
@@ -73,7 +73,7 @@ def test_pipeline_first_stage_for_crime_and_labour(bm25_retrieval):  # noqa: F81
     assert labour[0].metadata["doc_id"] == TK
 
 
-def test_a_named_code_is_searched_and_preferred(bm25_retrieval):  # noqa: F811
+def test_a_named_code_is_searched_and_preferred(bm25_retrieval):
     question = "Какой штраф по КоАП за мелкое хулиганство?"
     info = bm25_retrieval.analyze(question)
     assert info.codes == (KOAP,) and not info.is_criminal
@@ -87,7 +87,7 @@ def test_a_named_code_is_searched_and_preferred(bm25_retrieval):  # noqa: F811
     )
 
 
-def test_switched_off_it_changes_nothing(bm25_retrieval):  # noqa: F811
+def test_switched_off_it_changes_nothing(bm25_retrieval):
     retriever = _law_aware(bm25_retrieval, TK, min_docs=0, named_boost=1.0)
     base = bm25_retrieval.ensemble({"doc_id": TK}).invoke(bm25_retrieval.analyze(CRIME).augmented)
     assert retriever.invoke(CRIME) == base

@@ -15,18 +15,12 @@ from corpus.errors import QAError
 from corpus.store import load_articles
 from rag_chain import QAChain
 from tests.support.llm_servers import groq_server_fixture, with_backends  # noqa: F401 (registers the fixture)
-from tests.support.retrieval import (  # noqa: F401 (registers the session fixtures)
-    bm25_retrieval,
-    corpus_slice,
-    dense_store,
-    hybrid_retrieval,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def chain(corpus_slice, hybrid_retrieval) -> QAChain:  # noqa: F811
+def chain(corpus_slice, hybrid_retrieval) -> QAChain:
     return QAChain(corpus_slice.settings, hybrid_retrieval, load_articles(corpus_slice.settings.corpus_dir))
 
 
@@ -65,7 +59,7 @@ def test_kazakh_question_is_answered_in_kazakh(chain):
     assert any(s.doc_id == CRIMINAL_CODE_ID for s in result.sources)
 
 
-def test_model_answer_through_groq(corpus_slice, hybrid_retrieval, groq_server):  # noqa: F811
+def test_model_answer_through_groq(corpus_slice, hybrid_retrieval, groq_server):
     groq_server.reply = (
         "Кража — тайное хищение чужого имущества [S1]. Она наказывается штрафом до одной тысячи месячных "
         "расчетных показателей либо лишением свободы на срок до трех лет [S1]."

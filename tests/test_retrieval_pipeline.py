@@ -8,15 +8,7 @@ import pytest
 from corpus.errors import IndexNotReady
 from retrieval.pipeline import Retrieval, Stages
 from retrieval.rerank import load_reranker
-from tests.support.retrieval import (  # noqa: F401 (fixtures)
-    CONSUMER,
-    UK,
-    TinyCrossEncoder,
-    bm25_retrieval,
-    corpus_slice,
-    dense_store,
-    hybrid_retrieval,
-)
+from tests.support.retrieval import CONSUMER, UK, TinyCrossEncoder
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +40,7 @@ def _variant(base: Retrieval, stages: Stages = NO_RERANK, reranker=None, **setti
     )
 
 
-def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_retrieval):  # noqa: F811
+def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_retrieval):
     result = hybrid_retrieval.retrieve("Какая ответственность за кражу телефона?")
     assert result.query.is_criminal
     docs = result.docs
@@ -67,7 +59,7 @@ def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_ret
     assert {"analyze_ms", "search_ms", "rerank_ms", "total_ms"} <= result.timings.keys()
 
 
-def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_retrieval):  # noqa: F811
+def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_retrieval):
     dense_only = _variant(hybrid_retrieval, Stages(bm25=False, explicit=False, augment=False, rerank=False))
     question = "Нәрестені ауыстыру үшін қандай қылмыстық жауапкершілік бар?"  # swapping a newborn: UK 136
     ranked = dense_only.rank_articles(question, 3)
@@ -75,7 +67,7 @@ def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_
     assert hybrid_retrieval.rank_articles(question, 1)[0][:2] == (UK, "136")
 
 
-def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_retrieval):  # noqa: F811
+def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_retrieval):
     dense_only = Stages(bm25=False, explicit=False, augment=False, law_aware=False, rerank=False)
     question = "Нәрестені ауыстыру үшін қандай жауапкершілік бар?"  # swapping a newborn: UK 136, Russian only
     russian = _variant(hybrid_retrieval, dense_only).candidates(question)
@@ -85,7 +77,7 @@ def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_ret
     assert "kk" in {d.metadata["lang"] for d in every}  # the Kazakh texts of the consumer law come in
 
 
-def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retrieval):  # noqa: F811
+def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retrieval):
     docs = hybrid_retrieval.retrieve("Тұтынушы сапасыз тауарды қайтара ала ма?").docs
     consumer = [d for d in docs if d.metadata["doc_id"] == CONSUMER]
     assert consumer and docs[0] in consumer
@@ -95,7 +87,7 @@ def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retriev
     assert all(d.metadata["lang"] == "ru" for d in ru)
 
 
-def test_one_entry_per_article_across_languages(hybrid_retrieval):  # noqa: F811
+def test_one_entry_per_article_across_languages(hybrid_retrieval):
     ranked = hybrid_retrieval.rank_articles("права потребителя на возврат товара", 30)
     keys = [(d, a) for d, a, _ in ranked]
     assert len(keys) == len(set(keys)) == 30
@@ -103,7 +95,7 @@ def test_one_entry_per_article_across_languages(hybrid_retrieval):  # noqa: F811
     assert [s for *_, s in ranked] == sorted((s for *_, s in ranked), reverse=True)
 
 
-def test_each_article_shows_its_best_matching_chunk(hybrid_retrieval):  # noqa: F811
+def test_each_article_shows_its_best_matching_chunk(hybrid_retrieval):
     short = _variant(hybrid_retrieval, context_max_chars=400)
     found = short.retrieve("кража из нефтегазопровода").docs
     theft = next(d for d in found if d.metadata["article"] == "188" and d.metadata["doc_id"] == UK)
@@ -115,7 +107,7 @@ def test_each_article_shows_its_best_matching_chunk(hybrid_retrieval):  # noqa: 
     assert named.metadata["explicit"] is True
 
 
-def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path):  # noqa: F811
+def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path):
     from flashrank.Config import model_file_map
 
     settings = hybrid_retrieval.settings.model_copy(update={"flashrank_cache_dir": tmp_path, "rerank_candidates": 10})
@@ -132,12 +124,12 @@ def test_reranker_orders_the_candidates_by_its_model(hybrid_retrieval, tmp_path)
     assert scores == sorted(scores, reverse=True)
 
 
-def test_a_question_without_words_finds_nothing(hybrid_retrieval):  # noqa: F811
+def test_a_question_without_words_finds_nothing(hybrid_retrieval):
     for question in ("", "   ", "?!"):
         assert hybrid_retrieval.retrieve(question).docs == []
         assert hybrid_retrieval.rank_articles(question, 5) == []
 
 
-def test_load_without_a_vector_index_says_how_to_build_it(corpus_slice):  # noqa: F811
+def test_load_without_a_vector_index_says_how_to_build_it(corpus_slice):
     with pytest.raises(IndexNotReady, match="index"):
         Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
