@@ -81,11 +81,16 @@ def _pick(scored: list[_Unit], *, crime: bool, budget: int) -> list[_Unit]:
     return sorted(picked, key=lambda u: u.index)
 
 
-def _relevant(sources: Sequence[Source], question_terms: list[str], *, is_range: bool) -> list[Source]:
-    """The best source always; others scoring at least half as much as the best one.
+def _relevant(
+    sources: Sequence[Source], question_terms: list[str], *, is_range: bool, is_criminal: bool
+) -> list[Source]:
+    """The best source always; others scoring at least half as much as the best one; for a crime question, the
+    best-ranked Criminal Code source too (the rule grounding applies to model answers).
 
     A question term found in every source («наказание» among articles of the Criminal Code) tells them apart
-    less than one found in few («кража»): terms weigh log(1 + n / sources containing them).
+    less than one found in few («кража»): terms weigh log(1 + n / sources containing them). Words cannot tell
+    apart sources in another language than the question's (a Kazakh question, the Russian-only Criminal Code),
+    which is why the crime rule goes by retrieval rank.
     """
     if is_range:
         return list(sources[:MAX_RANGE_SOURCES])
@@ -98,8 +103,11 @@ def _relevant(sources: Sequence[Source], question_terms: list[str], *, is_range:
         s
         for i, (s, sc) in enumerate(zip(sources, scores, strict=True))
         if i == 0 or 0 < sc and sc >= best / 2
-    ]
-    return keep[:MAX_SOURCES]
+    ][:MAX_SOURCES]
+    criminal = next((s for s in sources if s.doc_id == CRIMINAL_CODE_ID), None)
+    if is_criminal and criminal is not None and criminal not in keep:
+        keep = [*keep[: MAX_SOURCES - 1], criminal]
+    return keep
 
 
 def _quote(source: Source, picked: list[_Unit]) -> str:
@@ -137,7 +145,7 @@ def extractive_answer(
     if not sources:
         return Extract("\n\n".join([*head, phrases.no_sources, phrases.disclaimer]), ())
     question_terms = analyze(question, "kk" if lang == "kk" else "ru")
-    quoted = _relevant(sources, question_terms, is_range=is_range)
+    quoted = _relevant(sources, question_terms, is_range=is_range, is_criminal=is_criminal)
     blocks: list[str] = []
     for rank, source in enumerate(quoted):
         crime = is_criminal and source.doc_id == CRIMINAL_CODE_ID

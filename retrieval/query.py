@@ -342,7 +342,7 @@ def _match_phrases(question: str, lang: Literal["ru", "kk"]) -> list[tuple[int, 
         if phrase.lang == "kk" and lang != "kk" and not phrase.kazakh_only:
             continue
         stream = streams[phrase.lang]
-        span = _phrase_span(stream, phrase.stems)
+        span = _phrase_span(stream, phrase.stems, loose=phrase.lang == "kk")
         if span is not None:
             hits.append((phrase.entry, span, min(span)))
     # A phrase inside a longer phrase of another entry ("украли" in "украли невесту") gives way to it.
@@ -350,9 +350,18 @@ def _match_phrases(question: str, lang: Literal["ru", "kk"]) -> list[tuple[int, 
     return kept
 
 
-def _phrase_span(stream: list[str], stems: tuple[str, ...]) -> frozenset[int] | None:
-    """Positions of the phrase's stems within a window a little longer than the phrase, in any order."""
-    positions = [[i for i, s in enumerate(stream) if s == stem] for stem in stems]
+def _same_stem(a: str, b: str) -> bool:
+    """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
+    from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer."""
+    short, long = sorted((a, b), key=len)
+    return a == b or (len(short) >= 4 and len(long) - len(short) <= 4 and long.startswith(short))
+
+
+def _phrase_span(stream: list[str], stems: tuple[str, ...], *, loose: bool = False) -> frozenset[int] | None:
+    """Positions of the phrase's stems within a window a little longer than the phrase, in any order;
+    `loose` lets Kazakh stems match across an ending the stemmer left or took (see _same_stem)."""
+    same = _same_stem if loose else str.__eq__
+    positions = [[i for i, s in enumerate(stream) if same(s, stem)] for stem in stems]
     if not all(positions):
         return None
     window = len(stems) + 3

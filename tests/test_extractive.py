@@ -92,3 +92,18 @@ def test_units_group_sub_items_under_their_part():
         "Преамбула.\n1. Кража, совершенная:\n1) группой лиц;\n2) исключен Законом РК;\nнаказывается.\n2. Иное"
     )
     assert units(text) == ["Преамбула.", "1. Кража, совершенная:\n1) группой лиц;\nнаказывается.", "2. Иное"]
+
+
+def test_kazakh_crime_question_quotes_the_criminal_code_even_when_kazakh_texts_match_its_words(
+    settings: Settings, shared_dir: Path
+):
+    # Kazakh texts of a law share the question's words; the Russian-only Criminal Code shares none of them.
+    found = docs(shared_dir, PERSONAL_DATA, ["8", "7", "1"], "kk") + docs(shared_dir, UK, ["217"])
+    sources = to_sources(found, settings)
+    question = "Дербес деректерді жинағаны үшін қандай жаза бар?"
+    result = extractive_answer(question, sources, lang="kk", is_criminal=True, settings=settings)
+    assert "K1400000226" in {s.doc_id for s in result.sources}
+    assert "УК РК, Статья 217" in result.text
+    # the same sources for a question that is not about a crime: no Criminal Code article is forced in
+    civil = extractive_answer(question, sources, lang="kk", is_criminal=False, settings=settings)
+    assert "K1400000226" not in {s.doc_id for s in civil.sources}
