@@ -7,6 +7,7 @@ CLI: `python -m rag_chain ask "вопрос"`, `python -m rag_chain eval --quest
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -124,16 +125,23 @@ def lookup_article(code: str, number: str, settings: Settings | None = None, lan
 
 
 def _prepare(settings: Settings, from_dir: Path | None) -> None:
-    """Build or refresh the corpus and index when asked to, or when they do not exist yet."""
+    """Build or refresh the corpus and index when asked to, or when they do not exist yet.
+
+    Their progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
     from index.build import build_index
     from ingest_adilet.pipeline import ingest
 
     if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
         return
-    report = ingest(settings, source_dir=from_dir or settings.source_dir)
-    if report.failed and not (settings.corpus_dir / "chunks.jsonl").exists():
-        raise UserError("the corpus could not be built: see the failures above")
-    build_index(settings)
+    with contextlib.redirect_stdout(sys.stderr):
+        if not (settings.index_dir / "faiss" / "meta.json").exists():
+            print(f"First run: building the corpus and the search index in {settings.data_dir} from "
+                  f"{from_dir or settings.source_dir or settings.adilet_base_url}. Embedding the whole corpus "
+                  "takes about half an hour on 2 cores; later runs start in seconds.")
+        report = ingest(settings, source_dir=from_dir or settings.source_dir)
+        if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
+            raise UserError("the corpus could not be built: see the failures above")
+        build_index(settings)
 
 
 def _print_result(result: QAResult) -> None:
