@@ -125,9 +125,13 @@ class Retrieval:
             stages=stages,
         )
 
-    def variant(self, stages: Stages | None = None, **settings: object) -> Retrieval:
-        """The same loaded corpus, BM25, vector store and reranker with other stages or settings."""
-        bm25, vector_store, reranker = self._loaded
+    def variant(
+        self, stages: Stages | None = None, *, reranker: FloatFlashrankRerank | None = None, **settings: object
+    ) -> Retrieval:
+        """The same loaded corpus, BM25, vector store and reranker (or the one given) with other stages or
+        settings: nothing is rebuilt."""
+        bm25, vector_store, loaded_reranker = self._loaded
+        reranker = reranker or loaded_reranker
         return Retrieval(
             self.settings.model_copy(update=settings),
             self.articles,

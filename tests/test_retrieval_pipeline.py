@@ -29,15 +29,7 @@ CITATION_KEYS = {
 
 def _variant(base: Retrieval, stages: Stages = NO_RERANK, reranker=None, **settings) -> Retrieval:
     """The same corpus and indexes with other settings, stages or reranker (nothing is rebuilt)."""
-    bm25, store, _ = base._loaded
-    return Retrieval(
-        base.settings.model_copy(update=settings),
-        base.articles,
-        bm25=bm25,
-        vector_store=store,
-        reranker=reranker,
-        stages=stages,
-    )
+    return base.variant(stages, reranker=reranker, **settings)
 
 
 def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_retrieval):
