@@ -8,9 +8,9 @@ import pytest
 
 from config import Settings
 
-# Session fixtures shared by many files (a real corpus slice and its indexes) are registered here, once: imported
-# into each test module instead, pytest would build them once per module.
-pytest_plugins = ["tests.support.retrieval"]
+# Fixtures shared by several files (a real corpus slice and its indexes; logger levels) are registered here,
+# once: imported into each test module instead, pytest would build the session ones once per module.
+pytest_plugins = ["tests.support.retrieval", "tests.support.bot"]
 
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
 

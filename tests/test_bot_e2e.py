@@ -20,11 +20,15 @@ from telegram.ext import Application
 
 from answer.records import QAResult
 from bot.app import build_application, webhook_kwargs
-from bot.logsetup import NOISY_LOGGERS, RedactingFormatter, quiet_noisy_loggers
+from bot.logsetup import RedactingFormatter, quiet_noisy_loggers
 from bot.texts import t
 from config import Settings
 from corpus.errors import IndexNotReady
-from tests.support.bot import ScriptedQA, SharedLookup, long_answer
+from tests.support.bot import (
+    ScriptedQA,
+    SharedLookup,
+    long_answer,
+)
 from tests.support.telegram_server import (
     STICKER,
     TOKEN,
@@ -282,7 +286,7 @@ async def test_post_init_sets_command_menus_and_loads_the_chain(
 
 async def test_warm_up_reports_a_missing_index(api: BotAPIServer, settings: Settings, caplog) -> None:
     def lookup(code: str, number: str, settings: Settings, lang: str = "ru") -> None:
-        raise IndexNotReady("the index is not built: run python -m rag_chain prepare")
+        raise IndexNotReady("the index is not built: run python -m ingest_adilet index")
 
     app = build_application(settings_for(settings, api), qa=ScriptedQA(), lookup=lookup)
     async with app:
@@ -290,15 +294,8 @@ async def test_warm_up_reports_a_missing_index(api: BotAPIServer, settings: Sett
         await app.bot_data["warm_up"]
     app.bot_data["services"].executor.shutdown()
     [record] = [r for r in caplog.records if r.name == "bot.app"]
-    assert record.levelno == logging.WARNING and "run python -m rag_chain prepare" in record.getMessage()
+    assert record.levelno == logging.WARNING and "run python -m ingest_adilet index" in record.getMessage()
 
-
-@pytest.fixture
-def restore_loggers() -> None:
-    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 async def converse(api: BotAPIServer, app: Application, user: int, question: str) -> None:

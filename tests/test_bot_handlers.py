@@ -18,12 +18,16 @@ from bot.app import build_application
 from bot.feedback import FeedbackStore, percentile
 from bot.format import article_heading
 from bot.handlers import MAX_QUESTION_CHARS, parse_article_args
-from bot.logsetup import NOISY_LOGGERS
 from bot.ratelimit import SlidingWindowLimiter
 from bot.texts import t
 from config import Settings
 from corpus.errors import IndexNotReady
-from tests.support.bot import ScriptedQA, SharedLookup, make_source, shared_article
+from tests.support.bot import (
+    ScriptedQA,
+    SharedLookup,
+    make_source,
+    shared_article,
+)
 from tests.support.telegram_server import (
     DOCUMENT,
     LOCATION,
@@ -337,13 +341,6 @@ def test_sliding_window_limiter() -> None:
     assert limiter.hit("a") == pytest.approx(10.0)
     assert SlidingWindowLimiter(0).hit("a") is None  # 0 disables the limit
 
-
-@pytest.fixture
-def restore_loggers() -> None:
-    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
-    yield
-    for name, level in levels.items():
-        logging.getLogger(name).setLevel(level)
 
 
 def test_main_refuses_to_start_without_token(

@@ -6,12 +6,16 @@ real, sometimes very long, law text; `ScriptedQA` answers from a script and coun
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from answer.records import QAResult, Source
+from bot.logsetup import NOISY_LOGGERS
 from config import ADILET_SOURCES, Settings, source
 from corpus.records import Article
 
@@ -159,3 +163,12 @@ def long_answer(
 ) -> str:
     """An answer of `paragraphs` paragraphs (~500 characters each with the defaults)."""
     return "\n\n".join((f"{i + 1}. " + sentence * per_paragraph).strip() for i in range(paragraphs))
+
+
+@pytest.fixture
+def restore_loggers() -> None:
+    """Puts back the levels of the loggers the bot quiets, after a test that set them up."""
+    levels = {name: logging.getLogger(name).level for name in NOISY_LOGGERS}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
