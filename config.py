@@ -49,10 +49,10 @@ class Settings(BaseSettings):
     )
     embed_max_chars: int = Field(default=1200, description="Characters of a chunk that are embedded.")
     dense_scope: Literal["first_chunk", "all_chunks"] = Field(
-        default="first_chunk",
-        description="first_chunk: one vector per article (its first chunk, which carries the title): the whole "
-        "corpus embeds in about half an hour on 2 cores; all_chunks: every chunk, ~4x longer, better recall inside "
-        "long articles. BM25 always covers every chunk.",
+        default="all_chunks",
+        description="all_chunks: a vector for every chunk, so the middle of a long article is found too (jurhelp_dev "
+        "hit@5 0.236 -> 0.257, bench/ablation.md); first_chunk: one per article (its title and start), ~40% fewer "
+        "vectors to embed. BM25 always covers every chunk.",
     )
     vector_store: Literal["faiss", "pinecone"] = "faiss"
     pinecone_api_key: SecretStr | None = None
@@ -67,13 +67,19 @@ class Settings(BaseSettings):
     dense_weight: float = 0.5
     bm25_weight: float = 0.5
     rrf_c: int = Field(default=5, description="RRF constant: score += weight / (c + rank); small c trusts top ranks.")
+    bm25_phrases: bool = Field(
+        default=True,
+        description="BM25 also indexes adjacent term pairs, so «предварительная оплата» as a phrase outranks the "
+        "two words far apart (measured in bench/ablation.md).",
+    )
     dense_query_max_chars: int = Field(
         default=1000, description="Longer questions are embedded as their head and last quarter (latency)."
     )
     dense_search_lang: Literal["ru", "kk"] | None = Field(
         default="ru",
-        description="Dense search over this language's vectors only (every document is in Russian; e5 is "
-        "cross-lingual). Kazakh vectors of the few laws translated pull Kazakh questions to those laws. None: all.",
+        description="Only this language's chunks get vectors and are searched densely (every document is in "
+        "Russian; e5 is cross-lingual, and Kazakh vectors of the few laws translated pull Kazakh questions to "
+        "those laws). None: both languages. Changing it needs an index rebuild.",
     )
     criminal_min_docs: int = Field(
         default=12, description="Criminal Code (crime questions) or named-code articles among the candidates."

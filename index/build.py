@@ -54,10 +54,14 @@ def embedding_text(chunk: Chunk, settings: Settings) -> str:
 
 
 def select_chunks(chunks: Sequence[Chunk], settings: Settings) -> list[Chunk]:
-    """The chunks that get a vector: every chunk, or the first chunk of each article and language."""
-    if settings.dense_scope == "all_chunks":
-        return list(chunks)
-    return [c for c in chunks if c.chunk_id.endswith(":0")]
+    """The chunks that get a vector: those of the language dense search runs over (all with None), every chunk
+    or only the first of each article (dense_scope)."""
+    lang = settings.dense_search_lang
+    return [
+        c
+        for c in chunks
+        if (lang is None or c.lang == lang) and (settings.dense_scope == "all_chunks" or c.chunk_id.endswith(":0"))
+    ]
 
 
 def metadata_filter(**conds: Any) -> dict[str, Any]:
@@ -179,6 +183,7 @@ def _meta(settings: Settings, embeddings: Embeddings, fingerprint: str, count: i
     return {
         "model_id": model_id(embeddings),
         "dense_scope": settings.dense_scope,
+        "dense_search_lang": settings.dense_search_lang,
         "embed_max_chars": settings.embed_max_chars,
         "fingerprint": fingerprint,
         "chunk_hashes": count,
@@ -193,7 +198,7 @@ def _stale(
     """Why the index on disk does not match the settings and corpus, or None."""
     if meta.get("model_id") != model_id(embeddings):
         return f"built with {meta.get('model_id')}, settings give {model_id(embeddings)}"
-    for key in ("dense_scope", "embed_max_chars"):
+    for key in ("dense_scope", "dense_search_lang", "embed_max_chars"):
         if meta.get(key) != getattr(settings, key):
             return f"built with {key}={meta.get(key)}, settings give {getattr(settings, key)}"
     if chunks is None:
@@ -209,7 +214,11 @@ def _stale(
 
 def _fingerprint(selected: Sequence[Chunk], settings: Settings, model: str) -> str:
     return content_hash(
-        model, settings.dense_scope, str(settings.embed_max_chars), *sorted(_chunk_hash(c) for c in selected)
+        model,
+        settings.dense_scope,
+        str(settings.dense_search_lang),
+        str(settings.embed_max_chars),
+        *sorted(_chunk_hash(c) for c in selected),
     )
 
 
@@ -350,13 +359,15 @@ def _read_pinecone_manifest(settings: Settings, model: str) -> dict[str, Any]:
         "namespace": settings.pinecone_namespace,
         "model_id": model,
         "dense_scope": settings.dense_scope,
+        "dense_search_lang": settings.dense_search_lang,
         "vectors": {},
     }
     path = _pinecone_manifest_path(settings)
     if not path.exists():
         return fresh
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    same = all(manifest.get(k) == fresh[k] for k in ("host", "namespace", "model_id", "dense_scope"))
+    keys = ("host", "namespace", "model_id", "dense_scope", "dense_search_lang")
+    same = all(manifest.get(k) == fresh[k] for k in keys)
     return manifest if same else fresh
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections import Counter
@@ -194,6 +195,13 @@ def analyze(text: str, lang: Lang | None = None) -> list[str]:
         line_lang: Lang = "kk" if kk > ru else "ru" if ru > kk else overall
         terms.extend(stem(t, line_lang) for t in _tokenize_normalized(line))
     return terms
+
+
+def analyze_phrases(text: str) -> list[str]:
+    """`analyze` plus each pair of adjacent terms («предварительн_оплат»): BM25 then ranks a passage that keeps
+    a phrase together above one that only has its words scattered (stopwords between them do not count)."""
+    terms = analyze(text)
+    return [*terms, *(f"{a}_{b}" for a, b in itertools.pairwise(terms))]
 
 
 # Frequent Kazakh words that have no Kazakh-only letter, or are often typed without one.

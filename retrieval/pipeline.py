@@ -21,7 +21,7 @@ from langchain_core.vectorstores import VectorStore
 
 from config import CRIMINAL_CODE_ID, Settings
 from corpus.records import Chunk
-from retrieval.analyzer import analyze
+from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.bm25 import ChunkBM25Retriever
 from retrieval.ensemble import ScoredEnsembleRetriever
@@ -302,7 +302,10 @@ def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Re
     """BM25 over every chunk with the Russian/Kazakh analyzer, returning the best chunk of each article."""
     start = time.perf_counter()
     retriever = ChunkBM25Retriever.from_documents(
-        documents, preprocess_func=analyze, k=settings.first_stage_k, group_by="article_key"
+        documents,
+        preprocess_func=analyze_phrases if settings.bm25_phrases else analyze,
+        k=settings.first_stage_k,
+        group_by="article_key",
     )
     logger.debug("BM25 over %d chunks built in %.1f s", len(documents), time.perf_counter() - start)
     return retriever

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from retrieval.analyzer import analyze
+from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, SparseBM25, title_weighted
 from tests.support.retrieval import CONSUMER, TK, UK
@@ -87,3 +87,34 @@ def test_kazakh_question_matches_kazakh_texts(retriever):
 
 def test_nothing_matching_returns_nothing(retriever):
     assert retriever.invoke("qwertyuiop") == []
+
+
+def test_phrase_terms_pair_adjacent_stems():
+    terms = analyze("Предварительная оплата товара")
+    pairs = [f"{terms[0]}_{terms[1]}", f"{terms[1]}_{terms[2]}"]
+    assert analyze_phrases("Предварительная оплата товара") == [*terms, *pairs]
+    assert analyze_phrases("кража") == analyze("кража")  # one term: no pairs
+
+
+def test_phrase_kept_together_outranks_scattered_words():
+    from langchain_core.documents import Document
+
+    together = "Покупатель обязан произвести предварительную оплату товара в срок, предусмотренный договором."
+    scattered = "Предварительный осмотр товара проводится покупателем до его оплаты, в срок, предусмотренный договором."
+    others = (
+        "Кража, то есть тайное хищение чужого имущества, наказывается штрафом.",
+        "Работнику предоставляется ежегодный оплачиваемый трудовой отпуск.",
+        "Брак заключается в органах регистрации актов гражданского состояния.",
+        "Исковая давность устанавливается в три года.",
+        "Арендатор обязан своевременно вносить арендную плату.",
+        "Наследство открывается со смертью гражданина.",
+    )
+    docs = [Document(page_content=t) for t in (scattered, together, *others)]
+
+    def scores(preprocess):
+        bm25 = ChunkBM25Retriever.from_documents(docs, preprocess_func=preprocess, k=2)
+        return bm25.vectorizer.get_scores(preprocess("предварительная оплата"))
+
+    plain, phrases = scores(analyze), scores(analyze_phrases)
+    assert phrases[1] > phrases[0]
+    assert phrases[1] - phrases[0] > plain[1] - plain[0]

@@ -26,6 +26,12 @@ WORDS = ["кража", "грабеж", "разбой", "убийство", "ұр
 UK = "K1400000226"
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """One vector per article in both languages: these tests check the build's mechanics on a tiny corpus."""
+    return settings.model_copy(update={"dense_scope": "first_chunk", "dense_search_lang": None})
+
+
 def corpus() -> list[Chunk]:
     chapter = ("Особенная часть", "Глава 13. Уголовные правонарушения против собственности")
     return [
@@ -67,6 +73,10 @@ def test_dense_scope_selects_first_chunks_or_all(settings: Settings) -> None:
     assert [c.chunk_id for c in first] == [f"{c.chunk_id}" for c in corpus() if c.chunk_id.endswith(":0")]
     assert len(first) == 6
     assert len(select_chunks(corpus(), settings.model_copy(update={"dense_scope": "all_chunks"}))) == 7
+    # the defaults: every chunk of the language dense search runs over
+    russian = select_chunks(corpus(), Settings(_env_file=None))
+    assert {c.lang for c in russian} == {"ru"}
+    assert [c.chunk_id for c in russian] == [c.chunk_id for c in corpus() if c.lang == "ru"]
 
 
 def test_build_then_load_and_search_with_filters(settings: Settings, fake: KeywordEmbeddings) -> None:
@@ -142,6 +152,8 @@ def test_interrupted_build_keeps_old_index_and_resumes(settings: Settings, fake:
     assert len(load_vector_store(settings, embeddings=fake, chunks=small).documents_in_order()) == 2
     with pytest.raises(IndexNotReady, match="dense_scope"):
         load_vector_store(bigger, embeddings=fake, chunks=big)
+    with pytest.raises(IndexNotReady, match="dense_search_lang"):
+        load_vector_store(settings.model_copy(update={"dense_search_lang": "ru"}), embeddings=fake, chunks=small)
 
     resumed = KeywordEmbeddings(WORDS)
     report = build_index(bigger, chunks=big, embeddings=resumed, progress=False)

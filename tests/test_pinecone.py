@@ -33,6 +33,12 @@ def corpus() -> list[Chunk]:
 
 
 @pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """One vector per article in both languages: these tests check the build's mechanics on a tiny corpus."""
+    return settings.model_copy(update={"dense_scope": "first_chunk", "dense_search_lang": None})
+
+
+@pytest.fixture
 def server() -> Iterator[tuple[str, PineconeState]]:
     with pinecone_server(dimension=len(WORDS) + 1) as s:
         yield s

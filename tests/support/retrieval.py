@@ -166,7 +166,10 @@ def dense_store(corpus_slice: CorpusSlice):
     from index.build import build_index, load_vector_store
 
     subset = _dense_subset(corpus_slice.chunks)
-    settings = corpus_slice.settings.model_copy(update={"data_dir": corpus_slice.settings.data_dir.parent / "dense"})
+    # Both languages get vectors here, so that a test can search the Kazakh ones too (dense_search_lang=None).
+    settings = corpus_slice.settings.model_copy(
+        update={"data_dir": corpus_slice.settings.data_dir.parent / "dense", "dense_search_lang": None}
+    )
     build_index(settings, chunks=subset, progress=False)
     return load_vector_store(settings, chunks=subset)
 
