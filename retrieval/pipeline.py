@@ -129,11 +129,14 @@ class Retrieval:
         self, stages: Stages | None = None, *, reranker: FloatFlashrankRerank | None = None, **settings: object
     ) -> Retrieval:
         """The same loaded corpus, BM25, vector store and reranker (or the one given) with other stages or
-        settings: nothing is rebuilt."""
+        settings: nothing is rebuilt, but BM25 when its analyzer changes (bm25_phrases)."""
         bm25, vector_store, loaded_reranker = self._loaded
         reranker = reranker or loaded_reranker
+        changed = self.settings.model_copy(update=settings)
+        if bm25 is not None and changed.bm25_phrases != self.settings.bm25_phrases:
+            bm25 = build_bm25(self.articles.documents, changed)
         return Retrieval(
-            self.settings.model_copy(update=settings),
+            changed,
             self.articles,
             bm25=bm25,
             vector_store=vector_store,
