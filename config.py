@@ -135,6 +135,12 @@ class Settings(BaseSettings):
         return self.data_dir / "cache"
 
     @property
+    def dense_lang(self) -> Literal["ru", "kk"] | None:
+        """The language whose chunks get vectors and are searched densely; None (all) when that language is not
+        ingested."""
+        return self.dense_search_lang if self.dense_search_lang in self.ingest_languages else None
+
+    @property
     def flashrank_dir(self) -> Path:
         return self.flashrank_cache_dir or self.data_dir / "models" / "flashrank"
 

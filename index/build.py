@@ -54,9 +54,9 @@ def embedding_text(chunk: Chunk, settings: Settings) -> str:
 
 
 def select_chunks(chunks: Sequence[Chunk], settings: Settings) -> list[Chunk]:
-    """The chunks that get a vector: those of the language dense search runs over (all with None, or when that
-    language is not ingested, as retrieval then searches them all), every chunk or each article's first."""
-    lang = settings.dense_search_lang if settings.dense_search_lang in settings.ingest_languages else None
+    """The chunks that get a vector: those of the language dense search runs over (settings.dense_lang; all with
+    None), every chunk or each article's first (dense_scope)."""
+    lang = settings.dense_lang
     return [
         c
         for c in chunks

@@ -164,8 +164,8 @@ class Retrieval:
             from index.build import metadata_filter
 
             conds = dict(where or {})
-            if self.settings.dense_search_lang in self.settings.ingest_languages:
-                conds["lang"] = self.settings.dense_search_lang
+            if self.settings.dense_lang is not None:
+                conds["lang"] = self.settings.dense_lang
             kwargs = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
             shorten = RunnableLambda(self._dense_query, name="dense_query")
             out.append(shorten | self.vector_store.as_retriever(search_kwargs=kwargs))

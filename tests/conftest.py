@@ -10,7 +10,7 @@ from config import Settings
 
 # Fixtures shared by several files (a real corpus slice and its indexes; logger levels) are registered here,
 # once: imported into each test module instead, pytest would build the session ones once per module.
-pytest_plugins = ["tests.support.retrieval", "tests.support.bot"]
+pytest_plugins = ["tests.support.retrieval", "tests.support.bot", "tests.support.llm_servers"]
 
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
 

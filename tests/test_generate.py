@@ -11,14 +11,7 @@ from answer.llm import build_chat_model
 from answer.templates import load_phrases
 from config import Settings
 from tests.support.answer import GK, PERSONAL_DATA, UK, docs
-from tests.support.llm_servers import (  # noqa: F401 (the *_fixture imports register the fixtures)
-    GroqServer,
-    OllamaServer,
-    closed_port_url,
-    groq_server_fixture,
-    ollama_server_fixture,
-    with_backends,
-)
+from tests.support.llm_servers import GroqServer, OllamaServer, closed_port_url, with_backends
 
 THEFT_Q = "Какое наказание за кражу?"
 THEFT_A = (

@@ -8,14 +8,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from answer.llm import backend_of, build_chat_model
 from config import Settings
-from tests.support.llm_servers import (  # noqa: F401 (the *_fixture imports register the fixtures)
-    GroqServer,
-    OllamaServer,
-    closed_port_url,
-    groq_server_fixture,
-    ollama_server_fixture,
-    with_backends,
-)
+from tests.support.llm_servers import GroqServer, OllamaServer, closed_port_url, with_backends
 
 MESSAGES = [SystemMessage("Отвечай по источникам."), HumanMessage("Какое наказание за кражу?")]
 

@@ -14,7 +14,7 @@ from config import CRIMINAL_CODE_ID
 from corpus.errors import QAError
 from corpus.store import load_articles
 from rag_chain import QAChain
-from tests.support.llm_servers import groq_server_fixture, with_backends  # noqa: F401 (registers the fixture)
+from tests.support.llm_servers import with_backends
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -263,7 +263,7 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-# Registered under the short names; a test module imports the *_fixture functions to use them.
+# Registered for every test module by conftest.py (pytest_plugins), under the short names.
 @pytest.fixture(name="groq_server")
 def groq_server_fixture() -> Iterator[GroqServer]:
     with GroqServer() as server:
