@@ -90,6 +90,14 @@ class Settings(BaseSettings):
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")
+    remedies: bool = Field(
+        default=True,
+        description="A civil or labour dispute also gets the articles on how to defend the right "
+        "(retrieval/data/remedies.json: ГК 9, ГПК 148, 149, 29; ТК 159, 160).",
+    )
+    remedy_rank: int = Field(
+        default=3, ge=0, description="Rank (0-based) at which those articles enter, below the best matches."
+    )
     flashrank_model: str = "ms-marco-MultiBERT-L-12"
     flashrank_cache_dir: Path | None = Field(
         default=None, description="Folder holding FlashRank model folders; default DATA_DIR/models/flashrank."

@@ -35,15 +35,15 @@ class Row:
     stages: Stages
 
 
+_OFF = {"explicit": False, "augment": False, "law_aware": False, "remedies": False, "rerank": False}
 ROWS = (
-    Row("BM25 only", Stages(dense=False, explicit=False, augment=False, law_aware=False, rerank=False)),
-    Row("dense only", Stages(bm25=False, explicit=False, augment=False, law_aware=False, rerank=False)),
-    Row(
-        "ensemble (BM25 + dense, RRF per article)", Stages(explicit=False, augment=False, law_aware=False, rerank=False)
-    ),
-    Row("+ explicit references first", Stages(augment=False, law_aware=False, rerank=False)),
-    Row("+ query augmentation", Stages(law_aware=False, rerank=False)),
-    Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(rerank=False)),
+    Row("BM25 only", Stages(**{**_OFF, "dense": False})),
+    Row("dense only", Stages(**{**_OFF, "bm25": False})),
+    Row("ensemble (BM25 + dense, RRF per article)", Stages(**_OFF)),
+    Row("+ explicit references first", Stages(augment=False, law_aware=False, remedies=False, rerank=False)),
+    Row("+ query augmentation", Stages(law_aware=False, remedies=False, rerank=False)),
+    Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(remedies=False, rerank=False)),
+    Row("+ remedy routes (civil / labour dispute: how to defend the right)", Stages(rerank=False)),
     Row("+ rerank (FlashRank)", Stages()),
 )
 
@@ -59,6 +59,8 @@ SWEEP = (
     ("RRF c=60", {"rrf_c": 60}),
     ("whole long question embedded (no head+tail cut)", {"dense_query_max_chars": 10**6}),
     ("named codes not boosted (named_code_boost=1)", {"named_code_boost": 1.0}),
+    ("remedy articles from rank 1 (remedy_rank=1)", {"remedy_rank": 1}),
+    ("remedy articles from rank 6 (remedy_rank=6)", {"remedy_rank": 6}),
 )
 
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
@@ -28,6 +29,7 @@ from retrieval.ensemble import ScoredEnsembleRetriever
 from retrieval.explicit import ExplicitRetriever
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
+from retrieval.remedies import pick_route
 from retrieval.rerank import FloatFlashrankRerank, load_reranker
 
 logger = logging.getLogger(__name__)
@@ -43,6 +45,17 @@ class Stages:
     augment: bool = True
     law_aware: bool = True
     rerank: bool = True
+    remedies: bool = True
+
+
+class Ranked(NamedTuple):
+    """One article in the ranking: its first-stage Document (None when named but not found), score, and why it
+    is there: named in the question ("explicit"), found by the search ("found"), or a remedy route's ("remedy")."""
+
+    key: ArticleKey
+    doc: Document | None
+    score: float
+    via: str
 
 
 @dataclass(frozen=True)
@@ -218,10 +231,8 @@ class Retrieval:
             candidates.sort(key=lambda d: d.metadata.get("status") == "repealed")
         return candidates
 
-    def _ranked(
-        self, question: str, timings: dict[str, float]
-    ) -> tuple[QueryInfo, list[tuple[ArticleKey, Document | None, float]]]:
-        """(article, its first-stage Document or None when named explicitly, score), best first."""
+    def _ranked(self, question: str, timings: dict[str, float]) -> tuple[QueryInfo, list[Ranked]]:
+        """Every article for the question, best first: named ones, then found ones, a remedy route among them."""
         t0 = time.perf_counter()
         info = self.analyze(question)
         t1 = time.perf_counter()
@@ -244,29 +255,47 @@ class Retrieval:
         t3 = time.perf_counter()
         timings.update(analyze_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000, rerank_ms=(t3 - t2) * 1000)
 
-        out: list[tuple[ArticleKey, Document | None, float]] = []
+        out: list[Ranked] = []
         seen: set[ArticleKey] = set()
         if self.stages.explicit:
             for key in self.explicit.keys(info):
-                out.append((key, None, 1.0))
+                out.append(Ranked(key, None, 1.0, "explicit"))
                 seen.add(key)
             # «статья 15» with no code: that number among the found articles goes first.
             numbers = ExplicitRetriever.unresolved(info)
             lifted = [d for d in candidates if d.metadata["article"] in numbers and key_of(d) not in seen]
             for d in lifted:
-                out.append((key_of(d), d, 1.0))
+                out.append(Ranked(key_of(d), d, 1.0, "found"))
                 seen.add(key_of(d))
         for d in candidates:
             key = key_of(d)
             if key not in seen:
                 seen.add(key)
-                out.append((key, d, float(d.metadata.get("score", 0.0))))
+                out.append(Ranked(key, d, float(d.metadata.get("score", 0.0)), "found"))
+        if self.stages.remedies and self.settings.remedies:
+            out = self._with_remedies(info, out)
         return info, out
+
+    def _with_remedies(self, info: QueryInfo, ranked: list[Ranked]) -> list[Ranked]:
+        """The remedy route's articles (retrieval/remedies.py) moved or inserted at settings.remedy_rank."""
+        route = pick_route(info, [r.key[0] for r in ranked])
+        if route is None:
+            return ranked
+        at = self.settings.remedy_rank
+        head = ranked[:at]
+        keys = [k for k in ((r.doc_id, r.article) for r in route.refs) if k in self.articles]
+        moved = [k for k in keys if k not in {r.key for r in head}]
+        if not moved:
+            return ranked
+        found = {r.key: r.doc for r in ranked}
+        score = head[-1].score if head else 1.0
+        inserted = [Ranked(k, found.get(k), score, "remedy") for k in moved]
+        return [*head, *inserted, *(r for r in ranked[at:] if r.key not in set(moved))]
 
     def rank_articles(self, question: str, k: int) -> list[tuple[str, str, float]]:
         """(doc_id, article, score) of the k best articles, best first (the eval harness's view)."""
         _, ranked = self._ranked(question, {})
-        return [(key[0], key[1], score) for key, _, score in ranked[:k]]
+        return [(r.key[0], r.key[1], r.score) for r in ranked[:k]]
 
     def retrieve(self, question: str) -> RetrievalResult:
         """The top settings.rerank_top_n articles (all explicitly named ones, even beyond), one Document each:
@@ -274,12 +303,14 @@ class Retrieval:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         info, ranked = self._ranked(question, timings)
-        n_explicit = sum(1 for _, d, s in ranked if d is None)
+        n_explicit = sum(1 for r in ranked if r.via == "explicit")
         top = ranked[: max(self.settings.rerank_top_n, n_explicit)]
         scores = self._chunk_scores(info)
         docs: list[Document] = []
-        for rank, (key, found, score) in enumerate(top, start=1):
-            extra = {"rank": rank, "explicit": found is None}
+        for rank, (key, found, score, via) in enumerate(top, start=1):
+            extra: dict[str, object] = {"rank": rank, "explicit": via == "explicit"}
+            if via == "remedy":
+                extra["remedy"] = True
             if found is not None and found.metadata.get("law_aware"):
                 extra["law_aware"] = True
             order = None

@@ -17,6 +17,7 @@ from retrieval.query import (
     analyze_query,
     load_synonyms,
 )
+from tests.support.retrieval import corpus_titles
 
 UK = CRIMINAL_CODE_ID
 KOAP = "K1400000235"
@@ -241,13 +242,7 @@ def test_augmented_kazakh_question_stems_russian_headings_as_russian() -> None:
 @pytest.fixture(scope="module")
 def corpus_articles(shared_dir: Path) -> dict[tuple[str, str], tuple[str, str]]:
     """(doc_id, number) → (title, status) for every document the synonym map cites, by the real parser."""
-    docs = {r.doc_id for e in load_synonyms().entries for r in e.refs}
-    out = {}
-    for doc_id in sorted(docs):
-        text = (shared_dir / "corpus" / "rus" / f"{doc_id}.txt").read_text(encoding="utf-8")
-        for article in parse_text(text, doc_id, "ru"):
-            out[(doc_id, article.number)] = (article.title, article.status)
-    return out
+    return corpus_titles(shared_dir, {r.doc_id for e in load_synonyms().entries for r in e.refs})
 
 
 def test_every_synonym_article_exists_in_force_with_its_title(

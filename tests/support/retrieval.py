@@ -105,6 +105,19 @@ class TinyCrossEncoder:
 
 # --- a real corpus slice ------------------------------------------------------------------------
 
+
+def corpus_titles(shared_dir: Path, doc_ids: set[str]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(doc_id, number) → (title, status) of every Russian article of these documents, by the real parser."""
+    from ingest_adilet.text_parser import parse_text
+
+    out = {}
+    for doc_id in sorted(doc_ids):
+        text = (shared_dir / "corpus" / "rus" / f"{doc_id}.txt").read_text(encoding="utf-8")
+        for article in parse_text(text, doc_id, "ru"):
+            out[(doc_id, article.number)] = (article.title, article.status)
+    return out
+
+
 # Criminal, Administrative Offences and Labour codes (Russian only in ../shared) and the consumer protection
 # law (Russian and Kazakh): enough for crime / non-crime questions and for Kazakh texts.
 SLICE_DOC_IDS = ["K1400000226", "K1400000235", "K1500000414", "Z100000274_"]
