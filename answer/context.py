@@ -63,6 +63,7 @@ def to_sources(docs: Sequence[Document], settings: Settings) -> tuple[Source, ..
                 score=float(m.get("score", m.get("relevance_score", 0.0))),
                 lang=str(m.get("lang", "ru")),
                 status=str(m.get("status", "in_force")),
+                remedy=bool(m.get("remedy", False)),
             )
         )
     return tuple(sources)

@@ -145,7 +145,8 @@ def extractive_answer(
     if not sources:
         return Extract("\n\n".join([*head, phrases.no_sources, phrases.disclaimer]), ())
     question_terms = analyze(question, "kk" if lang == "kk" else "ru")
-    quoted = _relevant(sources, question_terms, is_range=is_range, is_criminal=is_criminal)
+    substance = [s for s in sources if not s.remedy] or list(sources)
+    quoted = _relevant(substance, question_terms, is_range=is_range, is_criminal=is_criminal)
     blocks: list[str] = []
     for rank, source in enumerate(quoted):
         crime = is_criminal and source.doc_id == CRIMINAL_CODE_ID
@@ -157,4 +158,10 @@ def extractive_answer(
         if picked:
             lines.append(_quote(source, picked))
         blocks.append("\n".join(lines))
-    return Extract("\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), tuple(quoted))
+    # A remedy route's articles are named with their links, not quoted: where to go, not what the law says.
+    remedies = [s for s in sources if s.remedy and s not in quoted]
+    if remedies:
+        blocks.append("\n".join([phrases.remedy_intro, *(f"— {label(s, settings)}: {s.url}" for s in remedies)]))
+    return Extract(
+        "\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), (*quoted, *remedies)
+    )

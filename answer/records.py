@@ -20,6 +20,7 @@ class Source:
     score: float
     lang: str = "ru"
     status: str = "in_force"
+    remedy: bool = False  # how to defend the right (a remedy route's article), not the substance
 
     def citation(self) -> str:
         word = "бап" if self.lang == "kk" else "Статья"

@@ -32,6 +32,7 @@ class Phrases(BaseModel):
 
     disclaimer: str
     extractive_intro: str
+    remedy_intro: str
     no_sources: str
     grounding_failed: str
     model_failed: str

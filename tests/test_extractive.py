@@ -107,3 +107,20 @@ def test_kazakh_crime_question_quotes_the_criminal_code_even_when_kazakh_texts_m
     # the same sources for a question that is not about a crime: no Criminal Code article is forced in
     civil = extractive_answer(question, sources, lang="kk", is_criminal=False, settings=settings)
     assert "K1400000226" not in {s.doc_id for s in civil.sources}
+
+
+def test_remedy_articles_are_named_with_links_after_the_quotes(settings: Settings, shared_dir: Path):
+    found = docs(shared_dir, GK, ["178", "9"])
+    found[1].metadata["remedy"] = True  # ГК 9 as a remedy route's article, as retrieval marks it
+    sources = to_sources(found, settings)
+    assert [s.remedy for s in sources] == [False, True]
+    result = extractive_answer(
+        "Какой срок исковой давности?", sources, lang="ru", is_criminal=False, settings=settings
+    )
+    intro = load_phrases(settings, "ru").remedy_intro
+    before, _, after = result.text.partition(intro)
+    assert "1. Общий срок исковой давности устанавливается в три года." in before
+    line = "\n— [S2] ГК РК, Статья 9. Защита гражданских прав: https://adilet.zan.kz/rus/docs/K940001000_"
+    assert after.startswith(line)
+    assert "Защита гражданских прав осуществляется судом" not in result.text  # named, not quoted
+    assert [s.article for s in result.sources] == ["178", "9"]
