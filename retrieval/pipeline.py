@@ -22,9 +22,10 @@ from langchain_core.vectorstores import VectorStore
 
 from config import CRIMINAL_CODE_ID, Settings
 from corpus.records import Chunk
+from index.sparse import LatentTerms, load_sparse, sparse_enabled
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
-from retrieval.bm25 import ChunkBM25Retriever
+from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
 from retrieval.ensemble import ScoredEnsembleRetriever
 from retrieval.explicit import ExplicitRetriever
 from retrieval.law_aware import LawAwareRetriever
@@ -41,6 +42,7 @@ class Stages:
 
     bm25: bool = True
     dense: bool = True
+    sparse: bool = True  # latent terms (index/sparse.py), when built and settings.sparse_weight > 0
     explicit: bool = True
     augment: bool = True
     law_aware: bool = True
@@ -77,20 +79,23 @@ class Retrieval:
         *,
         bm25: ChunkBM25Retriever | None,
         vector_store: VectorStore | None,
+        latent: ChunkBM25Retriever | None = None,
         reranker: FloatFlashrankRerank | None = None,
         stages: Stages = Stages(),
     ) -> None:
-        """Args: articles: the corpus by article; bm25 / vector_store: the first-stage searches; reranker:
-        FlashRank or None; stages: the steps that run (a part given but switched off is kept for `variant`)."""
+        """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
+        reranker: FlashRank or None; stages: the steps that run (a part given but switched off is kept for
+        `variant`)."""
         self.settings = settings
         self.articles = articles
         self.stages = stages
-        self._loaded = (bm25, vector_store, reranker)
+        self._loaded = (bm25, vector_store, latent, reranker)
         self.bm25 = bm25 if stages.bm25 else None
         self.vector_store = vector_store if stages.dense else None
+        self.latent = latent if stages.sparse and settings.sparse_weight > 0 else None
         self.reranker = reranker if stages.rerank else None
-        if self.bm25 is None and self.vector_store is None:
-            raise ValueError("Retrieval needs BM25, a vector store, or both")
+        if self.bm25 is None and self.vector_store is None and self.latent is None:
+            raise ValueError("Retrieval needs at least one search: BM25, a vector store or latent terms")
         self.analyze = lru_cache(maxsize=1024)(self._analyze)
         self.explicit = ExplicitRetriever(articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars)
         self.first_stage = self._first_stage()
@@ -105,9 +110,11 @@ class Retrieval:
         stages: Stages = Stages(),
         chunks: Sequence[Chunk] | None = None,
         vector_store: VectorStore | None = None,
+        latent_index: tuple[object, list[str]] | None = None,
     ) -> Retrieval:
-        """Load the corpus, build BM25, open the vector store (IndexNotReady when it is missing or stale), and
-        load the reranker when its model folder exists."""
+        """Load the corpus, build BM25, open the vector store (IndexNotReady when it is missing or stale) and
+        the latent-term index (`latent_index` if given, else the built one; skipped when absent), and load the
+        reranker when its model folder exists."""
         from index.build import load_vector_store, read_chunks
 
         start = time.perf_counter()
@@ -118,6 +125,10 @@ class Retrieval:
         indexed = time.perf_counter()
         if stages.dense and vector_store is None:
             vector_store = load_vector_store(settings, chunks=chunks)
+        latent = None
+        if stages.sparse and sparse_enabled(settings):
+            latent_index = latent_index or load_sparse(settings)
+            latent = build_latent(articles, latent_index, settings) if latent_index else None
         reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
         logger.info(
             "Retrieval ready in %.1f s (%d chunks, %d articles; corpus %.1f s, BM25 %.1f s, dense %.1f s%s)",
@@ -134,6 +145,7 @@ class Retrieval:
             articles,
             bm25=bm25,
             vector_store=vector_store,
+            latent=latent,
             reranker=reranker,
             stages=stages,
         )
@@ -143,7 +155,7 @@ class Retrieval:
     ) -> Retrieval:
         """The same loaded corpus, BM25, vector store and reranker (or the one given) with other stages or
         settings: nothing is rebuilt, but BM25 when its analyzer changes (bm25_phrases)."""
-        bm25, vector_store, loaded_reranker = self._loaded
+        bm25, vector_store, latent, loaded_reranker = self._loaded
         reranker = reranker or loaded_reranker
         changed = self.settings.model_copy(update=settings)
         if bm25 is not None and changed.bm25_phrases != self.settings.bm25_phrases:
@@ -153,6 +165,7 @@ class Retrieval:
             self.articles,
             bm25=bm25,
             vector_store=vector_store,
+            latent=latent,
             reranker=reranker,
             stages=stages or self.stages,
         )
@@ -167,12 +180,14 @@ class Retrieval:
             return None
         return self.articles.documents[self.articles.positions(key, "ru")[0]].metadata.get("title")
 
-    def _searches(self, where: dict[str, str] | None) -> list[RetrieverLike]:
-        """BM25 and dense retrievers (those that are on), optionally limited to metadata values."""
+    def _searches(self, where: dict[str, str] | None) -> list[tuple[float, RetrieverLike]]:
+        """(weight, search) of each first-stage search that is on, optionally limited to metadata values; each
+        takes the question and reads it its own way (BM25 and dense: augmented; latent terms: as asked)."""
         k = self.settings.first_stage_k
-        out: list[RetrieverLike] = []
+        augmented = RunnableLambda(self._augmented, name="augmented")
+        out: list[tuple[float, RetrieverLike]] = []
         if self.bm25 is not None:
-            out.append(self.bm25.model_copy(update={"k": k, "filter": where}))
+            out.append((self.settings.bm25_weight, augmented | self.bm25.model_copy(update={"k": k, "filter": where})))
         if self.vector_store is not None:
             from index.build import metadata_filter
 
@@ -181,12 +196,19 @@ class Retrieval:
                 conds["lang"] = self.settings.dense_lang
             kwargs = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
             shorten = RunnableLambda(self._dense_query, name="dense_query")
-            out.append(shorten | self.vector_store.as_retriever(search_kwargs=kwargs))
+            dense = self.vector_store.as_retriever(search_kwargs=kwargs)
+            out.append((self.settings.dense_weight, augmented | shorten | dense))
+        if self.latent is not None:
+            head = RunnableLambda(lambda q: q[: self.settings.sparse_query_max_chars], name="sparse_query")
+            out.append((self.settings.sparse_weight, head | self.latent.model_copy(update={"k": k, "filter": where})))
         return out
+
+    def _augmented(self, question: str) -> str:
+        return self.analyze(question).augmented
 
     def _dense_query(self, text: str) -> str:
         """The question's head and its tail (where augmentation puts article titles), cut for the embedder:
-        a 2000-character question costs e5 ~0.5 s on 2 cores and ranks no better than its first 750."""
+        e5's cost grows with the text (~110 ms for 1000 characters on 2 cores), its ranking hardly does."""
         limit = self.settings.dense_query_max_chars
         if len(text) <= limit:
             return text
@@ -194,18 +216,11 @@ class Retrieval:
         return f"{text[: limit - tail - 3]} … {text[-tail:]}"
 
     def ensemble(self, where: dict[str, str] | None = None) -> ScoredEnsembleRetriever:
-        """Weighted RRF of BM25 and dense (those that are on) per article, optionally within metadata."""
-        searches = self._searches(where)
-        weights = [
-            w
-            for w, on in (
-                (self.settings.bm25_weight, self.bm25),
-                (self.settings.dense_weight, self.vector_store),
-            )
-            if on is not None
-        ]
+        """Weighted RRF of the searches that are on (BM25, dense, latent terms) per article, optionally within
+        metadata; it takes the question as asked."""
+        weights, searches = zip(*self._searches(where), strict=True)
         return ScoredEnsembleRetriever(
-            retrievers=searches, weights=weights, c=self.settings.rrf_c, id_key="article_key"
+            retrievers=list(searches), weights=list(weights), c=self.settings.rrf_c, id_key="article_key"
         )
 
     def _first_stage(self) -> BaseRetriever:
@@ -330,6 +345,25 @@ class Retrieval:
         if self.bm25 is None:
             return None
         return self.bm25.vectorizer.get_scores(self.bm25.preprocess_func(info.augmented))
+
+
+def build_latent(
+    articles: ArticleChunks, index: tuple[object, list[str]], settings: Settings
+) -> ChunkBM25Retriever | None:
+    """The latent-term search over the chunks the index has rows for (best chunk per article)."""
+    matrix, chunk_ids = index
+    position = {d.id: i for i, d in enumerate(articles.documents)}
+    rows = [r for r, cid in enumerate(chunk_ids) if cid in position]
+    if not rows:
+        return None
+    terms = LatentTerms()
+    return ChunkBM25Retriever(
+        vectorizer=LatentScorer(matrix[rows]),  # type: ignore[index]
+        docs=[articles.documents[position[chunk_ids[r]]] for r in rows],
+        preprocess_func=terms.query,
+        k=settings.first_stage_k,
+        group_by="article_key",
+    )
 
 
 def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Retriever:

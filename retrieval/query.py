@@ -177,6 +177,15 @@ def _aliases() -> tuple[_Alias, ...]:
     return tuple(sorted(out, key=lambda a: -len(a.stems)))
 
 
+@cache
+def _aliases_by_first_stem() -> dict[str, tuple[_Alias, ...]]:
+    """The aliases by their first stem, longest first: a token is checked against a few, not all."""
+    out: dict[str, list[_Alias]] = {}
+    for alias in _aliases():
+        out.setdefault(alias.stems[0], []).append(alias)
+    return {k: tuple(v) for k, v in out.items()}
+
+
 @dataclass(frozen=True)
 class _Mention:
     start: int
@@ -194,7 +203,7 @@ def _find_mentions(tokens: list[_Token]) -> list[_Mention]:
     out: list[_Mention] = []
     i = 0
     while i < len(tokens):
-        for alias in _aliases():
+        for alias in _aliases_by_first_stem().get(tokens[i].stem, ()):
             n = len(alias.stems)
             if tuple(t.stem for t in tokens[i : i + n]) == alias.stems:
                 out.append(_Mention(tokens[i].start, tokens[i + n - 1].end, alias.doc_ids, alias.ambiguous))
@@ -337,12 +346,16 @@ def _normalize(text: str) -> str:
 def _match_phrases(question: str, lang: Literal["ru", "kk"]) -> list[tuple[int, frozenset[int], int]]:
     """(entry, matched token positions, first position) for every phrase found, in any word order."""
     streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
+    where = {name: _stem_positions(stream) for name, stream in streams.items()}
+    starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
     hits: list[tuple[int, frozenset[int], int]] = []
     for phrase in _phrases():
         if phrase.lang == "kk" and lang != "kk" and not phrase.kazakh_only:
             continue
         stream = streams[phrase.lang]
-        span = _phrase_span(stream, phrase.stems, loose=phrase.lang == "kk")
+        loose = phrase.lang == "kk"
+        index = starts[phrase.lang] if loose else where[phrase.lang]
+        span = _phrase_span(stream, phrase.stems, loose=loose, where=index)
         if span is not None:
             hits.append((phrase.entry, span, min(span)))
     # A phrase inside a longer phrase of another entry ("украли" in "украли невесту") gives way to it.
@@ -361,11 +374,32 @@ def _same_stem(a: str, b: str) -> bool:
     return len(short) >= 4 and len(long) - len(short) <= 4 and long.startswith(short)
 
 
-def _phrase_span(stream: list[str], stems: tuple[str, ...], *, loose: bool = False) -> frozenset[int] | None:
+def _stem_positions(stream: list[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, stem in enumerate(stream):
+        out.setdefault(stem, []).append(i)
+    return out
+
+
+def _phrase_span(
+    stream: list[str],
+    stems: tuple[str, ...],
+    *,
+    loose: bool = False,
+    where: dict[str, list[int]] | None = None,
+) -> frozenset[int] | None:
     """Positions of the phrase's stems within a window a little longer than the phrase, in any order;
-    `loose` lets Kazakh stems match across an ending the stemmer left or took (see _same_stem)."""
-    same = _same_stem if loose else str.__eq__
-    positions = [[i for i, s in enumerate(stream) if same(s, stem)] for stem in stems]
+    `loose` lets Kazakh stems match across an ending the stemmer left or took (see _same_stem). `where`
+    saves scanning the stream per stem: stem → its positions, or with `loose` a stem's first four letters →
+    positions (stems that match loosely share them)."""
+    if where is not None:
+        if loose:
+            positions = [[i for i in where.get(stem[:4], []) if _same_stem(stream[i], stem)] for stem in stems]
+        else:
+            positions = [where.get(stem, []) for stem in stems]
+    else:
+        same = _same_stem if loose else str.__eq__
+        positions = [[i for i, s in enumerate(stream) if same(s, stem)] for stem in stems]
     if not all(positions):
         return None
     window = len(stems) + 3

@@ -52,7 +52,8 @@ def test_theft_question_gives_article_188_first_as_a_citable_document(hybrid_ret
 
 
 def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_retrieval):
-    dense_only = _variant(hybrid_retrieval, Stages(bm25=False, explicit=False, augment=False, rerank=False))
+    alone = Stages(bm25=False, sparse=False, explicit=False, augment=False, rerank=False)
+    dense_only = _variant(hybrid_retrieval, alone)
     question = "Нәрестені ауыстыру үшін қандай қылмыстық жауапкершілік бар?"  # swapping a newborn: UK 136
     ranked = dense_only.rank_articles(question, 3)
     assert (UK, "136") in [(d, a) for d, a, _ in ranked]
@@ -60,7 +61,7 @@ def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_
 
 
 def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_retrieval):
-    dense_only = Stages(bm25=False, explicit=False, augment=False, law_aware=False, rerank=False)
+    dense_only = Stages(bm25=False, sparse=False, explicit=False, augment=False, law_aware=False, rerank=False)
     question = "Нәрестені ауыстыру үшін қандай жауапкершілік бар?"  # swapping a newborn: UK 136, Russian only
     russian = _variant(hybrid_retrieval, dense_only).candidates(question)
     assert {d.metadata["lang"] for d in russian} == {"ru"}

