@@ -138,7 +138,7 @@ class Retrieval:
             loaded - start,
             indexed - loaded,
             time.perf_counter() - indexed,
-            ", reranker on" if reranker else "",
+            (", latent terms on" if latent else "") + (", reranker on" if reranker else ""),
         )
         return cls(
             settings,
