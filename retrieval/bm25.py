@@ -119,7 +119,8 @@ def title_weighted(preprocess: Callable[[str], list[str]], title_weight: int) ->
 
 
 class ChunkBM25Retriever(BM25Retriever):
-    """BM25Retriever over chunks with a fast scorer; results are copies carrying `metadata["bm25_score"]`.
+    """BM25Retriever over chunks with a fast scorer; results are copies carrying their score in
+    `metadata[score_key]` ("bm25_score"; the latent-term search, which shares this class, "latent_score").
 
     With `group_by="article_key"` it returns the best chunk of each of the k best articles (an article scores
     as its best chunk), so that one long article cannot fill the list and fusion works per article.
@@ -129,6 +130,8 @@ class ChunkBM25Retriever(BM25Retriever):
     """Metadata key to keep only the best document of (e.g. "article_key"); None returns chunks."""
     filter: dict[str, Any] | None = None
     """Only documents whose metadata equal these values, e.g. {"doc_id": "K1400000226"}."""
+    score_key: str = "bm25_score"
+    """The metadata key a result's score goes to."""
     _masks: dict[tuple[Any, ...], np.ndarray] = PrivateAttr(default_factory=dict)
 
     @classmethod
@@ -180,7 +183,7 @@ class ChunkBM25Retriever(BM25Retriever):
                 seen.add(key)
             out.append(
                 Document(
-                    page_content=doc.page_content, metadata={**doc.metadata, "bm25_score": score}, id=doc.id
+                    page_content=doc.page_content, metadata={**doc.metadata, self.score_key: score}, id=doc.id
                 )
             )
             if len(out) == k:

@@ -22,7 +22,7 @@ from langchain_core.vectorstores import VectorStore
 
 from config import CRIMINAL_CODE_ID, Settings
 from corpus.records import Chunk
-from index.sparse import LatentTerms, load_sparse, sparse_enabled
+from index.sparse import LatentTerms, sparse_enabled
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
@@ -115,7 +115,7 @@ class Retrieval:
         """Load the corpus, build BM25, open the vector store (IndexNotReady when it is missing or stale) and
         the latent-term index (`latent_index` if given, else the built one; skipped when absent), and load the
         reranker when its model folder exists."""
-        from index.build import load_vector_store, read_chunks
+        from index.build import load_latent_index, load_vector_store, read_chunks
 
         start = time.perf_counter()
         chunks = list(chunks) if chunks is not None else read_chunks(settings)
@@ -127,7 +127,7 @@ class Retrieval:
             vector_store = load_vector_store(settings, chunks=chunks)
         latent = None
         if stages.sparse and sparse_enabled(settings):
-            latent_index = latent_index or load_sparse(settings)
+            latent_index = latent_index or load_latent_index(settings, chunks)
             latent = build_latent(articles, latent_index, settings) if latent_index else None
         reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
         logger.info(
@@ -298,8 +298,8 @@ class Retrieval:
             return ranked
         at = self.settings.remedy_rank
         head = ranked[:at]
-        keys = [k for k in ((r.doc_id, r.article) for r in route.refs) if k in self.articles]
-        moved = [k for k in keys if k not in {r.key for r in head}]
+        in_head = {r.key for r in head}
+        moved = [k for k in ((r.doc_id, r.article) for r in route.refs) if k in self.articles and k not in in_head]
         if not moved:
             return ranked
         found = {r.key: r.doc for r in ranked}
@@ -361,6 +361,7 @@ def build_latent(
         vectorizer=LatentScorer(matrix[rows]),  # type: ignore[index]
         docs=[articles.documents[position[chunk_ids[r]]] for r in rows],
         preprocess_func=terms.query,
+        score_key="latent_score",
         k=settings.first_stage_k,
         group_by="article_key",
     )

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -50,6 +50,9 @@ class QueryInfo:
 # --- synonyms file (outside data: validated) ---------------------------------------------------
 
 
+PackagedT = TypeVar("PackagedT", bound=BaseModel)
+
+
 class SynonymRef(BaseModel):
     """An article a synonym entry points to; title is the corpus heading, checked by the tests."""
 
@@ -77,11 +80,16 @@ class SynonymMap(BaseModel):
     entries: list[SynonymEntry]
 
 
+def load_packaged(name: str, model: type[PackagedT]) -> PackagedT:
+    """A JSON file of retrieval/data, validated by its model."""
+    text = resources.files("retrieval").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return model.model_validate(json.loads(text))
+
+
 @cache
 def load_synonyms() -> SynonymMap:
     """The packaged synonym map."""
-    text = resources.files("retrieval").joinpath("data/synonyms.json").read_text(encoding="utf-8")
-    return SynonymMap.model_validate(json.loads(text))
+    return load_packaged("synonyms.json", SynonymMap)
 
 
 @dataclass(frozen=True)

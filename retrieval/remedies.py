@@ -10,14 +10,12 @@ from that branch. Its articles then enter the ranking at a fixed rank, below the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.query import QueryInfo, SynonymRef
+from retrieval.query import QueryInfo, SynonymRef, load_packaged
 
 FOUND_WINDOW = 10  # the best found articles a route's branch is judged on
 
@@ -43,8 +41,7 @@ class RemedyMap(BaseModel):
 @cache
 def load_remedies() -> RemedyMap:
     """The packaged remedy routes."""
-    text = resources.files("retrieval").joinpath("data/remedies.json").read_text(encoding="utf-8")
-    return RemedyMap.model_validate(json.loads(text))
+    return load_packaged("remedies.json", RemedyMap)
 
 
 def pick_route(info: QueryInfo, found_doc_ids: Sequence[str]) -> RemedyRoute | None:

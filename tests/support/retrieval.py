@@ -193,11 +193,11 @@ def dense_store(corpus_slice: CorpusSlice, dense_settings: Settings):
 
 
 @pytest.fixture(scope="session")
-def latent_index(dense_store, dense_settings: Settings):
+def latent_index(corpus_slice: CorpusSlice, dense_store, dense_settings: Settings):
     """The latent-term matrix built beside dense_store, and its chunk ids."""
-    from index.sparse import load_sparse
+    from index.build import load_latent_index
 
-    index = load_sparse(dense_settings)
+    index = load_latent_index(dense_settings, _dense_subset(corpus_slice.chunks))
     assert index is not None
     return index
 
