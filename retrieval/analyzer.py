@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import threading
 from collections import Counter
 from functools import lru_cache
 from typing import Literal
 
 import snowballstemmer
+from snowballstemmer.basestemmer import BaseStemmer
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +82,18 @@ _KK_VOWELS = frozenset("аәеиоөұүыіуэюя")
 # Root-final voicing alternates before vowel endings (бап → бабы, құқық → құқығы, жүрек → жүрегі).
 _KK_DEVOICE = {"б": "п", "г": "к", "ғ": "қ"}
 
-_ru_stemmer = snowballstemmer.stemmer("russian")
+# A Snowball stemmer keeps the word being stemmed in its own fields: one shared by the bot's worker threads mixed
+# words up (IndexError, wrong stems that lru_cache then kept). One stemmer per thread; as fast as one behind a lock
+# (both ~50k words/s from 1 or 8 threads here: the GIL serializes them anyway), and no thread ever waits.
+_local = threading.local()
+
+
+def _ru_stemmer() -> BaseStemmer:
+    """This thread's Snowball Russian stemmer."""
+    stemmer = getattr(_local, "ru", None)
+    if stemmer is None:
+        stemmer = _local.ru = snowballstemmer.stemmer("russian")
+    return stemmer
 
 
 _CYR = "а-яәғқңөұүһі"
@@ -139,7 +152,7 @@ def stem_kk(word: str) -> str:
 @lru_cache(maxsize=500_000)
 def stem_ru(word: str) -> str:
     """Snowball Russian stem."""
-    return _ru_stemmer.stemWord(word)
+    return _ru_stemmer().stemWord(word)
 
 
 @lru_cache(maxsize=1_000_000)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 import snowballstemmer
 
 from ingest_adilet.text_parser import parse_text
-from retrieval.analyzer import analyze, detect_lang, normalize, stem_kk, tokenize
+from retrieval.analyzer import analyze, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +128,53 @@ def test_each_line_is_stemmed_in_its_own_language() -> None:
     assert terms == ["ұрлық", "жаза", "бар", "ук", "рк", "стат", "188", "краж"]
     # a line without clues takes the language of the whole text
     assert analyze("Жалақы қашан төленеді\nбабы") == ["жалақ", "қашан", "төлен", "бап"]
+
+
+@pytest.fixture(scope="module")
+def rus_words(shared_dir: Path) -> list[str]:
+    """~10k distinct Russian words of the Criminal and Labour codes, in a fixed order."""
+    words: dict[str, None] = {}
+    for doc_id in ("K1400000226", "K1500000414", "K1400000235"):
+        text = normalize((shared_dir / "corpus" / "rus" / f"{doc_id}.txt").read_text(encoding="utf-8"))
+        words.update(dict.fromkeys(w for w in re.findall(r"[а-я]+", text) if len(w) > 2))
+    return list(words)[:10_000]
+
+
+def test_russian_stems_are_the_same_from_many_threads(rus_words: list[str]) -> None:
+    # The bot answers from 16 worker threads: a stemmer shared between them mixed up its state (IndexError,
+    # «указаны» → «одежд»), and lru_cache kept the wrong stem for the life of the process.
+    reference = snowballstemmer.stemmer("russian")
+    expected = {w: reference.stemWord(w) for w in rus_words}
+    assert len(rus_words) == 10_000
+    stem_ru.cache_clear()
+    stem.cache_clear()
+    errors: list[BaseException] = []
+    got: list[dict[str, str]] = []
+    start = threading.Barrier(8)
+
+    def work(n: int) -> None:
+        order = rus_words[n::8] + rus_words  # each thread starts on its own share, then stems them all
+        start.wait()
+        out = {}
+        for w in order:
+            try:
+                out[w] = stem_ru(w)
+            except Exception as err:  # noqa: BLE001 - collected and reported below
+                errors.append(err)
+        got.append(out)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, as a loaded server does
+    try:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    wrong = {w: s for out in got for w, s in out.items() if s != expected[w]}
+    assert wrong == {}
+    # and what is remembered afterwards is right too
+    assert {w: stem(w, "ru") for w in rus_words} == expected
