@@ -135,10 +135,19 @@ class Settings(BaseSettings):
     telegram_webhook_url: str | None = None
     telegram_webhook_listen: str = "0.0.0.0"
     telegram_webhook_port: int = 8443
-    # Telegram sends it in X-Telegram-Bot-Api-Secret-Token; without it anyone could post fake updates to the webhook.
-    telegram_webhook_secret: SecretStr | None = None
+    telegram_webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Required in webhook mode: Telegram sends it in X-Telegram-Bot-Api-Secret-Token and other posts "
+        "get 403 (1-256 characters A-Z a-z 0-9 _ -).",
+    )
     telegram_admin_ids: list[int] = []
     telegram_rate_limit_per_minute: int = 5
+    telegram_retention_days: int = Field(
+        default=180,
+        ge=0,
+        description="Questions (with their ratings) and users' stored /lang choices older than this many days are "
+        "deleted from DATA_DIR/bot/feedback.sqlite at start and daily; 0 keeps them forever.",
+    )
 
     @property
     def corpus_dir(self) -> Path:
