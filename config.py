@@ -108,6 +108,29 @@ class Settings(BaseSettings):
     remedy_rank: int = Field(
         default=3, ge=0, description="Rank (0-based) at which those articles enter, below the best matches."
     )
+    off_topic_bm25: float = Field(
+        default=2.0,
+        description="Without the dense search, a question naming no article or code whose best chunk BM25 score "
+        "is below this gets «what would you like to know» instead of quotes. Measured by bench/abstain.py on the "
+        "full corpus (370 gold questions + follow-up last turns vs 20 probes): the lowest gold score is 2.36 "
+        "(«Лишат ли меня прав?»), so 2.0 keeps every gold answer and catches 9 of 20 probes (digits, English, "
+        "gibberish; not «привет всем» 7.9 or «как дела» 4.5, which share words with the laws).",
+    )
+    off_topic_dense: float = Field(
+        default=0.0,
+        description="With the dense search, the same by the best cosine similarity of a chunk (the signal used "
+        "then). 0 = off: not yet measured on the full-corpus vectors (bench/abstain.py prints the distribution).",
+    )
+    learned_ranker: bool = Field(
+        default=True,
+        description="A learned second stage (LightGBM lambdarank, retrieval/learned.py) orders the first stage's "
+        "candidates and the remedy-route articles; off, or when its model is missing, the fused order is kept.",
+    )
+    ranker_path: Path | None = Field(
+        default=None,
+        description="The learned ranker's model (LightGBM text; its .json sidecar beside it), trained by "
+        "`python -m retrieval.train`; default: the one shipped in retrieval/data/ranker.txt.",
+    )
     flashrank_model: str = "ms-marco-MultiBERT-L-12"
     flashrank_cache_dir: Path | None = Field(
         default=None, description="Folder holding FlashRank model folders; default DATA_DIR/models/flashrank."
@@ -126,6 +149,14 @@ class Settings(BaseSettings):
     ollama_model: str = "llama3.1:8b"
     ollama_num_ctx: int = 16384
     grounding_min_overlap: float = 0.35
+    history_turns: int = Field(
+        default=3, ge=0, description="Earlier exchanges of a conversation kept for a follow-up (chat, bot)."
+    )
+    followup_context_chars: int = Field(
+        default=600,
+        description="Characters of the previous turn's search question glued before a follow-up that leans on it "
+        "(the offline rule of answer/followup.py).",
+    )
 
     # --- telegram ----------------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = None

@@ -13,13 +13,15 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
+from answer.followup import FollowupCondenser, FollowupRule, Understood
 from answer.generate import answer_question
 from answer.llm import build_chat_model
-from answer.records import QAResult
+from answer.records import Exchange, QAResult
 from config import Settings
 from corpus.errors import QAError, UserError
 from corpus.records import Article
@@ -40,15 +42,24 @@ class QAChain:
         self.retrieval = retrieval
         self.chat_model = build_chat_model(settings)
         self._articles = {(a.doc_id, a.lang, a.number): a for a in articles}
+        rule = FollowupRule(
+            search=lambda q: [doc_id for doc_id, _, _ in retrieval.rank_articles(q, 5)],
+            max_chars=settings.followup_context_chars,
+        )
+        self.followup = FollowupCondenser(settings, rule, self.chat_model)
+        # x: {"question": as asked, "search": what to search and answer (the question, or a follow-up read in
+        # the context of the conversation), "used_history"}
         self.runnable = RunnablePassthrough.assign(
-            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["question"]))
+            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["search"]))
         ) | RunnableLambda(self._answer)
 
     @classmethod
     def load(cls, settings: Settings) -> QAChain:
         return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir))
 
-    def invoke(self, question: str) -> QAResult:
+    def invoke(self, question: str, history: Sequence[Exchange] = ()) -> QAResult:
+        """Answer `question`; `history`, the earlier exchanges of the conversation (oldest first), lets a
+        follow-up («А если сумма крупная?») be understood in their context."""
         question = " ".join(question.split())
         if not question:
             raise QAError("Вопрос пустой: напишите, что вас интересует. / Сұрақ бос: не білгіңіз келетінін жазыңыз.")
@@ -57,21 +68,33 @@ class QAChain:
                 f"Вопрос слишком длинный ({len(question)} символов, предел {MAX_QUESTION_CHARS}): сократите его."
             )
         started = time.perf_counter()
-        result = self.runnable.invoke({"question": question})
+        understood = self.understand(question, history)
+        followup_ms = (time.perf_counter() - started) * 1000
+        result = self.runnable.invoke(
+            {"question": question, "search": understood.search_question, "used_history": understood.used_history}
+        )
+        if history:
+            result.timings["followup_ms"] = followup_ms
         result.timings["total_ms"] = (time.perf_counter() - started) * 1000
         return result
+
+    def understand(self, question: str, history: Sequence[Exchange] = ()) -> Understood:
+        """What to search for `question` after the last `settings.history_turns` exchanges of `history`."""
+        turns = self.settings.history_turns
+        return self.followup.invoke(question, history[-turns:] if history and turns else ())
 
     def _answer(self, x: dict) -> QAResult:
         retrieved = x["retrieved"]
         query = retrieved.query
         answer = answer_question(
-            x["question"],
+            x["search"] if x["used_history"] else x["question"],
             retrieved.docs,
             lang=query.lang,
             is_criminal=query.is_criminal,
             is_range=query.is_range,
             settings=self.settings,
             chat_model=self.chat_model,
+            verdict=retrieved.verdict,
         )
         return QAResult(
             question=x["question"],
@@ -82,8 +105,11 @@ class QAChain:
             lang=query.lang,
             grounded=answer.grounded,
             grounding_notes=answer.notes,
+            status=answer.status,
             timings={("retrieval_ms" if k == "total_ms" else k): v for k, v in retrieved.timings.items()}
             | answer.timings,
+            search_question=x["search"],
+            used_history=x["used_history"],
         )
 
     def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
@@ -111,9 +137,12 @@ def get_chain(settings: Settings) -> QAChain:
         return _chains[key]
 
 
-def invoke_qa(question: str, settings: Settings | None = None) -> QAResult:
-    """Answer a question about the laws of Kazakhstan, citing only articles that were retrieved."""
-    return get_chain(settings or Settings()).invoke(question)
+def invoke_qa(question: str, settings: Settings | None = None, history: Sequence[Exchange] = ()) -> QAResult:
+    """Answer a question about the laws of Kazakhstan, citing only articles that were retrieved.
+
+    `history`: the earlier exchanges of this conversation, oldest first (`Exchange.of(result)` for each earlier
+    `QAResult`); a follow-up is then understood in their context (`QAResult.search_question`, `used_history`)."""
+    return get_chain(settings or Settings()).invoke(question, history)
 
 
 def lookup_article(code: str, number: str, settings: Settings | None = None, lang: str = "ru") -> Article | None:

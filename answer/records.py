@@ -41,6 +41,7 @@ class Answer:
     # milliseconds: context_ms, llm_ms, grounding_ms, extractive_ms, answer_ms (the whole stage); the
     # "_ms" names match the retrieval stage's, so that both merge into QAResult.timings
     timings: dict[str, float] = field(default_factory=dict)
+    status: str = "answered"  # or what retrieval found unanswerable: no_such_article / unknown_code / off_topic
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,34 @@ class QAResult:
     grounded: bool
     grounding_notes: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage (name_ms)
+    # "answered", or why nothing is quoted: "no_such_article" (the named article does not exist; the nearest
+    # existing ones are named in the answer only as "possibly"), "unknown_code" (a code the registry lacks; the
+    # answer lists the known ones), "off_topic" (no legal content: the answer asks what the user wants to know)
+    status: str = "answered"
+    search_question: str = ""  # what was searched: the question, or a follow-up read with the conversation
+    used_history: bool = False  # the earlier turns of the conversation shaped `search_question`
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["sources"] = [asdict(s) for s in self.sources]
         d["grounding_notes"] = list(self.grounding_notes)
         return d
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One earlier turn of a conversation, as `invoke_qa(..., history=...)` takes it."""
+
+    question: str
+    answer: str = ""
+    sources: tuple[Source, ...] = ()
+    search_question: str = ""  # what was searched for it ("" = the question itself)
+
+    @classmethod
+    def of(cls, result: QAResult) -> Exchange:
+        """The exchange a `QAResult` records."""
+        return cls(result.question, result.answer, result.sources, result.search_question or result.question)
+
+    @property
+    def searched(self) -> str:
+        return self.search_question or self.question

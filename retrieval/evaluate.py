@@ -1,6 +1,11 @@
-"""Article-level evaluation of retrieval on gold questions: hit@k, recall@k, MRR, nDCG@10 and latency.
+"""Article-level evaluation of retrieval on gold questions and dialogues: hit@k, recall@k, MRR, nDCG@10, latency.
 
-Run: `python -m retrieval.evaluate --questions FILE.jsonl [--data-dir DIR] [--k 20] [--out rankings.jsonl]`.
+Run: `python -m rag_chain eval --questions FILE.jsonl [--dialogues FILE.jsonl] [--data-dir DIR] [--k 20]
+[--out rankings.jsonl]`.
+
+A dialogue line is `{"id", "lang", "turns": [...], "relevant": [...]}`, gold for the last turn: the earlier turns
+are answered in order through the chain (no LLM) and passed to it as history, and the last turn is ranked as the
+chain searches it, beside the two baselines (the last turn searched alone, all turns glued together).
 """
 
 from __future__ import annotations
@@ -16,20 +21,22 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config import Settings
 from corpus.errors import UserError
 
 if TYPE_CHECKING:
+    from rag_chain import QAChain
     from retrieval.pipeline import Retrieval
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (doc_id, article)
 Ranked = list[tuple[str, str, float]]  # (doc_id, article, score), best first
+T = TypeVar("T", bound=BaseModel)
 
 
 class GoldArticle(BaseModel):
@@ -56,25 +63,46 @@ class GoldQuestion(BaseModel):
         return {(r.doc_id, r.article) for r in self.relevant}
 
 
-def read_questions(path: Path) -> list[GoldQuestion]:
-    """Gold questions of a JSONL file, with the line number of the first bad line in the error."""
+class GoldDialogue(BaseModel):
+    """One line of a gold dialogue file: the turns of a conversation, gold for the last one."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    lang: str | None = None
+    turns: list[str] = Field(min_length=1)
+    relevant: list[GoldArticle]
+
+    @property
+    def relevant_keys(self) -> set[Key]:
+        return {(r.doc_id, r.article) for r in self.relevant}
+
+
+def _read_jsonl(path: Path, model: type[T], what: str, shape: str) -> list[T]:
+    """Validated lines of a JSONL file, with the line number of the first bad line in the error."""
     if not path.is_file():
-        raise UserError(
-            f"No question file at {path}: pass a JSONL file of {{id, query, relevant: [...]}} lines."
-        )
-    questions: list[GoldQuestion] = []
+        raise UserError(f"No {what} file at {path}: pass a JSONL file of {shape} lines.")
+    items: list[T] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            questions.append(GoldQuestion.model_validate_json(line))
+            items.append(model.model_validate_json(line))
         except ValidationError as err:
-            raise UserError(
-                f"{path}:{n} is not a gold question ({err.errors()[0]['msg']}): fix or remove it."
-            ) from err
-    if not questions:
-        raise UserError(f"{path} holds no questions.")
-    return questions
+            raise UserError(f"{path}:{n} is not a gold {what} ({err.errors()[0]['msg']}): fix or remove it.") from err
+    if not items:
+        raise UserError(f"{path} holds no {what}s.")
+    return items
+
+
+def read_questions(path: Path) -> list[GoldQuestion]:
+    """Gold questions of a JSONL file, with the line number of the first bad line in the error."""
+    return _read_jsonl(path, GoldQuestion, "question", "{id, query, relevant: [...]}")
+
+
+def read_dialogues(path: Path) -> list[GoldDialogue]:
+    """Gold dialogues of a JSONL file, with the line number of the first bad line in the error."""
+    return _read_jsonl(path, GoldDialogue, "dialogue", "{id, lang, turns: [...], relevant: [...]}")
 
 
 # --- metrics on one ranking (binary relevance) ------------------------------------------------
@@ -223,6 +251,59 @@ def evaluate(
     return make_report(name, k, results)
 
 
+# How the last turn of a dialogue is searched: as the chain does with the earlier turns as history, and the two
+# baselines it is measured against.
+WITH_HISTORY, ALONE, GLUED = "with history", "last turn alone", "all turns glued"
+
+
+def evaluate_dialogues(
+    chain: QAChain, dialogues: Sequence[GoldDialogue], k: int = 20, *, name: str = "dialogues"
+) -> dict[str, EvalReport]:
+    """Answer each dialogue's earlier turns in order through the chain, each with the ones before as history,
+    then rank its last turn three ways (WITH_HISTORY, ALONE, GLUED); one report per way."""
+    from answer.records import Exchange
+
+    retrieval = chain.retrieval
+    if dialogues:
+        retrieval.rank_articles(dialogues[0].turns[-1], k)  # warm-up, as in `evaluate`
+    retrieval.forget_questions()
+    results: dict[str, list[QuestionResult]] = {WITH_HISTORY: [], ALONE: [], GLUED: []}
+    for d in dialogues:
+        history: list[Exchange] = []
+        for turn in d.turns[:-1]:
+            history.append(Exchange.of(chain.invoke(turn, history)))
+        last = d.turns[-1]
+        start = time.perf_counter()
+        search = chain.understand(last, history).search_question
+        searches = {WITH_HISTORY: search, ALONE: last, GLUED: " ".join(d.turns)}
+        for way, text in searches.items():
+            ranked = retrieval.rank_articles(text, k)
+            elapsed = (time.perf_counter() - start) * 1000
+            info = retrieval.analyze(text)
+            results[way].append(
+                QuestionResult(d.id, d.lang or info.lang, bool(info.refs), frozenset(d.relevant_keys), ranked, elapsed)
+            )
+            start = time.perf_counter()
+    return {way: make_report(name if way == WITH_HISTORY else f"{name} ({way})", k, r) for way, r in results.items()}
+
+
+def format_comparison(name: str, reports: dict[str, EvalReport]) -> str:
+    """One row per way of searching a dialogue's last turn: hit@1/5/10 and MRR."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{name}: the last turn searched three ways")
+    table.add_column("last turn")
+    for col in ("n", "hit@1", "hit@5", "hit@10", "MRR"):
+        table.add_column(col, justify="right")
+    for way in (ALONE, GLUED, WITH_HISTORY):
+        m = reports[way].overall
+        table.add_row(way, str(m.n), *(f"{v:.3f}" for v in (m.hit1, m.hit5, m.hit10, m.mrr)))
+    buf = io.StringIO()
+    Console(file=buf, width=120, color_system=None).print(table)
+    return buf.getvalue()
+
+
 def write_rankings(path: Path, results: Sequence[QuestionResult]) -> None:
     """One JSON line per question: {"id", "hits": [{"doc_id", "article", "score"}, ...]} best first."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,11 +357,25 @@ def format_report(report: EvalReport) -> str:
     return buf.getvalue()
 
 
+def dialogue_chain(settings: Settings, retrieval: Retrieval) -> QAChain:
+    """The chain over this retrieval with no LLM, as dialogues are evaluated (extractive answers, offline rule)."""
+    from corpus.store import load_articles
+    from rag_chain import QAChain
+
+    offline = settings.model_copy(update={"llm_backends": []})
+    return QAChain(offline, retrieval, load_articles(settings.corpus_dir))
+
+
 def main(argv: Sequence[str] | None, settings: Settings) -> int:
-    """CLI: evaluate question files and print one table each; returns the exit code."""
+    """CLI: evaluate question and dialogue files and print their tables; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m rag_chain eval", description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=Path, action="append", default=[], help="gold JSONL (repeatable)")
     parser.add_argument(
-        "--questions", type=Path, required=True, action="append", help="gold JSONL (repeatable)"
+        "--dialogues",
+        type=Path,
+        action="append",
+        default=[],
+        help="gold dialogues JSONL, {id, lang, turns, relevant} per line, gold for the last turn (repeatable)",
     )
     parser.add_argument("--data-dir", type=Path, help="data directory (corpus and index); default DATA_DIR")
     parser.add_argument("--k", type=int, default=20, help="articles ranked per question")
@@ -288,21 +383,36 @@ def main(argv: Sequence[str] | None, settings: Settings) -> int:
         "--out", type=Path, help="write rankings as JSONL (with several files: FILE.<name>.jsonl)"
     )
     args = parser.parse_args(argv)
+    if not args.questions and not args.dialogues:
+        parser.error("give --questions FILE.jsonl and/or --dialogues FILE.jsonl")
     if args.data_dir:
         settings = settings.model_copy(update={"data_dir": args.data_dir})
     try:
         from retrieval.pipeline import Retrieval
 
-        files = {path: read_questions(path) for path in args.questions}  # bad files fail before the long load
+        # bad files fail before the long load
+        files = {path: read_questions(path) for path in args.questions}
+        dialogues = {path: read_dialogues(path) for path in args.dialogues}
         retrieval = Retrieval.load(settings)
-        for path, questions in files.items():
+        several = len(files) + len(dialogues) > 1
+
+        def out_for(path: Path) -> Path | None:
             out = args.out
-            if out is not None and len(files) > 1:
-                out = out.with_suffix(f".{path.stem}{out.suffix}")
+            return out.with_suffix(f".{path.stem}{out.suffix}") if out is not None and several else out
+
+        for path, questions in files.items():
             report = evaluate(retrieval, questions, args.k, name=path.stem)
-            if out is not None:
+            if (out := out_for(path)) is not None:
                 write_rankings(out, report.results)
             print(format_report(report))  # noqa: T201 (CLI output)
+        if dialogues:
+            chain = dialogue_chain(settings, retrieval)
+            for path, gold in dialogues.items():
+                reports = evaluate_dialogues(chain, gold, args.k, name=path.stem)
+                if (out := out_for(path)) is not None:
+                    write_rankings(out, reports[WITH_HISTORY].results)
+                print(format_report(reports[WITH_HISTORY]))  # noqa: T201
+                print(format_comparison(path.stem, reports))  # noqa: T201
     except UserError as err:
         print(f"Error: {err}", file=sys.stderr)  # noqa: T201
         return 1
