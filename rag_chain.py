@@ -1,7 +1,7 @@
 """The chain: question → retrieval (augment, hybrid search, law-aware, rerank) → answer (template, LLM or extractive,
 grounding check) → `QAResult`. `invoke_qa()` is the one entry point every face uses.
 
-CLI: `python -m rag_chain ask "вопрос"`, `python -m rag_chain eval --questions FILE.jsonl`.
+CLI: `python -m rag_chain ask "вопрос"`, `python -m rag_chain chat`, `python -m rag_chain eval --questions FILE.jsonl`.
 """
 
 from __future__ import annotations
@@ -189,6 +189,40 @@ def _print_result(result: QAResult) -> None:
     console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
 
 
+def _chat(settings: Settings, from_dir: Path | None) -> int:
+    """Questions from stdin, one a line, each answered with the earlier exchanges as history, as `ask` prints."""
+    try:
+        _prepare(settings, from_dir)
+        get_chain(settings)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("Задайте вопрос; /new — новый разговор, Ctrl-D — выход. / Сұрақ қойыңыз; /new — жаңа әңгіме.")
+    history: list[Exchange] = []
+    while True:
+        try:
+            line = input("> " if sys.stdin.isatty() else "").strip()
+        except EOFError:
+            return 0
+        if not line:
+            continue
+        if line == "/new":
+            history.clear()
+            print("Новый разговор. / Жаңа әңгіме.")
+            continue
+        try:
+            result = invoke_qa(line, settings, history)
+        except UserError as err:  # a bad question: say why and go on
+            print(f"error: {err}", file=sys.stderr)
+            continue
+        if result.used_history:
+            label = "Сұрақты былай түсіндім" if result.lang == "kk" else "Понял вопрос так"
+            print(f"{label}: {result.search_question}")
+        _print_result(result)
+        print()
+        history = [*history, Exchange.of(result)][-settings.history_turns :] if settings.history_turns else []
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rag_chain", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -201,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
     ask.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
     ask.add_argument("-v", "--verbose", action="store_true")
+    chat = sub.add_parser(
+        "chat", help="a conversation: follow-ups are understood in context; /new resets, Ctrl-D quits"
+    )
+    chat.add_argument("--from-dir", type=Path, help="as for ask")
+    chat.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
+    chat.add_argument("-v", "--verbose", action="store_true")
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         from retrieval.evaluate import main as evaluate
@@ -213,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    if args.command == "chat":
+        return _chat(settings, args.from_dir)
     try:
         _prepare(settings, args.from_dir)
         result = invoke_qa(" ".join(args.question), settings)
