@@ -1,0 +1,197 @@
+"""Follow-ups: the offline rule on the real retrieval of a corpus slice, the condense prompt through the local
+Groq server, and the chain answering a follow-up in the context of the conversation."""
+
+from __future__ import annotations
+
+import pytest
+
+from answer.followup import FollowupCondenser, FollowupRule, glue, history_messages
+from answer.llm import build_chat_model
+from answer.records import Exchange
+from config import CRIMINAL_CODE_ID
+from corpus.store import load_articles
+from rag_chain import QAChain
+from tests.support.llm_servers import with_backends
+from tests.support.retrieval import TK
+
+FRAUD = "Что будет за мошенничество?"
+LARGE = "А если сумма крупная?"
+
+
+@pytest.fixture(scope="module")
+def chain(corpus_slice, bm25_retrieval) -> QAChain:
+    return QAChain(corpus_slice.settings, bm25_retrieval, load_articles(corpus_slice.settings.corpus_dir))
+
+
+def top(chain: QAChain, text: str, k: int = 5) -> list[tuple[str, str]]:
+    return [(d, a) for d, a, _ in chain.retrieval.rank_articles(text, k)]
+
+
+def asked(chain: QAChain, *turns: str) -> list[Exchange]:
+    """The turns answered in order through the chain, each with the ones before as history."""
+    history: list[Exchange] = []
+    for turn in turns:
+        history.append(Exchange.of(chain.invoke(turn, history)))
+    return history
+
+
+def test_no_history_searches_the_question_as_asked(chain):
+    result = chain.invoke(FRAUD)
+    assert (result.search_question, result.used_history) == (FRAUD, False)
+    again = chain.invoke(FRAUD, [])
+    assert (again.answer, again.sources, again.used_history) == (result.answer, result.sources, False)
+    assert "followup_ms" not in result.timings
+    # the same articles as the retrieval gives the question alone: nothing changes without a conversation
+    retrieved = [(d.metadata["doc_id"], d.metadata["article"]) for d in chain.retrieval.retrieve(FRAUD).docs]
+    assert [(s.doc_id, s.article) for s in result.sources] == [
+        k for k in retrieved if k in {(s.doc_id, s.article) for s in result.sources}
+    ]
+
+
+def test_an_elliptical_follow_up_is_searched_with_the_previous_question(chain):
+    # alone, «А если сумма крупная?» does not find fraud; in the conversation it does (УК 190)
+    assert (CRIMINAL_CODE_ID, "190") not in top(chain, LARGE)
+    result = chain.invoke(LARGE, asked(chain, FRAUD))
+    assert result.used_history and result.question == LARGE
+    assert result.search_question == f"{FRAUD} {LARGE}"
+    assert (CRIMINAL_CODE_ID, "190") in {(s.doc_id, s.article) for s in result.sources}
+    assert result.template == "criminal" and "followup_ms" in result.timings
+
+
+def test_a_third_turn_keeps_the_whole_thread(chain):
+    history = asked(chain, FRAUD, LARGE)
+    understood = chain.understand("И сколько лет лишения свободы?", history)
+    assert understood.used_history
+    assert understood.search_question == f"{FRAUD} {LARGE} И сколько лет лишения свободы?"
+
+
+def test_a_change_of_subject_said_in_words_drops_the_context(chain):
+    history = asked(chain, "Что будет за кражу?")
+    for marker in ("Другой вопрос:", "Кстати,", "Тағы бір сұрақ:"):
+        understood = chain.understand(f"{marker} сколько может длиться испытательный срок?", history)
+        assert understood.search_question == "сколько может длиться испытательный срок?"
+        assert not understood.used_history and understood.how == "topic change"
+    assert (TK, "36") in top(chain, "сколько может длиться испытательный срок?")
+
+
+def test_a_question_with_strong_matches_elsewhere_stands_alone(chain):
+    # no marker: the question's own search lands in the Labour Code, which the answer about theft did not cite
+    history = asked(chain, "Что будет за кражу?")
+    question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
+    understood = chain.understand(question, history)
+    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "own subject")
+    # and the other way round: a theft question after a labour one
+    understood = chain.understand("Какое наказание за кражу телефона?", asked(chain, question))
+    assert not understood.used_history
+
+
+def test_a_question_naming_its_own_article_stands_alone(chain):
+    understood = chain.understand("Что говорит статья 188 УК?", asked(chain, FRAUD))
+    assert (understood.used_history, understood.how) == (False, "own article")
+
+
+def test_a_short_follow_up_in_the_same_area_leans_on_the_conversation(chain):
+    history = asked(chain, "Сосед избил меня, врачи установили тяжкий вред здоровью.")
+    understood = chain.understand("Сколько лет ему грозит?", history)
+    assert understood.used_history and understood.how == "context"
+    assert (CRIMINAL_CODE_ID, "106") in top(chain, understood.search_question, 10)
+
+
+def test_glue_keeps_the_head_of_a_long_thread():
+    history = [Exchange("слово " * 200)]
+    glued = glue(history, "А если?", 50)
+    assert glued.endswith(" А если?") and len(glued) <= 50 + len(" А если?")
+    assert glued.startswith("слово слово")
+
+
+def test_history_messages_cut_answers_and_name_their_sources(chain):
+    [ex] = asked(chain, FRAUD)
+    messages = history_messages([ex], turns=3, answer_chars=100)
+    assert [m.type for m in messages] == ["human", "ai"]
+    assert messages[0].content == FRAUD
+    assert "Статья 190. Мошенничество" in messages[1].content and len(messages[1].content) < len(ex.answer)
+    assert history_messages([ex, ex, ex], turns=2) == history_messages([ex, ex], turns=2)
+    assert history_messages([ex], turns=0) == []
+
+
+# --- with a chat model ----------------------------------------------------------------------------
+
+
+def condenser(chain: QAChain, settings) -> FollowupCondenser:
+    return FollowupCondenser(settings, chain.followup.rule, build_chat_model(settings))
+
+
+def test_the_model_condenses_a_follow_up_from_the_prompt_and_the_history(chain, groq_server):
+    groq_server.reply = "«Какое наказание за мошенничество в крупном размере?»"
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    history = asked(chain, FRAUD)
+    understood = condenser(chain, settings).invoke(LARGE, history)
+    assert understood.search_question == "Какое наказание за мошенничество в крупном размере?"
+    assert understood.used_history and understood.how == "groq"
+    [req] = groq_server.received
+    roles = [m["role"] for m in req.messages()]
+    assert roles == ["system", "user", "assistant", "user"]
+    system = (settings.prompts_dir / "condense.ru.txt").read_text(encoding="utf-8").strip()
+    assert req.messages()[0]["content"] == system
+    assert req.messages()[1]["content"] == FRAUD and req.messages()[-1]["content"] == LARGE
+    assert "Статья 190. Мошенничество" in req.messages()[2]["content"]
+
+
+def test_a_kazakh_follow_up_gets_the_kazakh_prompt(chain, groq_server):
+    groq_server.reply = "Жұмыс беруші жалақыны қашан төлеуге міндетті?"
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    history = [Exchange("Жұмыс берушім жалақыны үнемі кешіктіреді.", "Жауап.")]
+    understood = condenser(chain, settings).invoke("Ол қашан төлеуге міндетті?", history)
+    assert understood.search_question == "Жұмыс беруші жалақыны қашан төлеуге міндетті?"
+    system = groq_server.received[0].messages()[0]["content"]
+    assert system == (settings.prompts_dir / "condense.kk.txt").read_text(encoding="utf-8").strip()
+
+
+def test_no_model_call_without_history(chain, groq_server):
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    understood = condenser(chain, settings).invoke(FRAUD, [])
+    assert (understood.search_question, understood.used_history) == (FRAUD, False)
+    assert groq_server.received == []
+
+
+def test_when_no_model_answers_the_rule_decides(chain, groq_server):
+    groq_server.rate_limit()
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    history = asked(chain, FRAUD)
+    understood = condenser(chain, settings).invoke(LARGE, history)
+    assert len(groq_server.received) == 1  # asked, refused with 429
+    assert (understood.search_question, understood.how) == (f"{FRAUD} {LARGE}", "continuation")
+
+
+def test_an_unusable_model_reply_falls_back_to_the_rule(chain, groq_server):
+    groq_server.reply = "   "
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    understood = condenser(chain, settings).invoke(LARGE, asked(chain, FRAUD))
+    assert understood.how == "continuation" and len(groq_server.received) == 1
+
+
+def test_the_chain_answers_the_condensed_question(corpus_slice, bm25_retrieval, groq_server):
+    def reply(body: dict) -> str:
+        system = body["messages"][0]["content"]
+        if system.startswith("Ты переформулируешь"):
+            return "Какое наказание за мошенничество в крупном размере?"
+        return "Мошенничество в крупном размере наказывается лишением свободы [S1]."
+
+    groq_server.reply = reply
+    settings = with_backends(corpus_slice.settings, groq=groq_server.url)
+    chain = QAChain(settings, bm25_retrieval, load_articles(settings.corpus_dir))
+    result = chain.invoke(LARGE, [Exchange(FRAUD, "Мошенничество наказывается [S1].")])
+    assert result.search_question == "Какое наказание за мошенничество в крупном размере?"
+    assert result.used_history
+    answer_prompt = groq_server.received[-1].text_of("user")
+    assert "Какое наказание за мошенничество в крупном размере?" in answer_prompt
+    assert "Статья 190. Мошенничество" in answer_prompt
+
+
+def test_focus_decides_what_counts_as_strong_matches_of_its_own(chain):
+    question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
+    assert chain.followup.rule.focused_doc(question) == TK
+    history = asked(chain, "Что будет за кражу?")
+    never = FollowupRule(search=chain.followup.rule.search, focus=1.01)  # no search is ever focused enough
+    assert never.focused_doc(question) is None
+    assert never(question, history).used_history
