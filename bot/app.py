@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,13 +20,12 @@ from telegram.ext import (
     CommandHandler,
     Defaults,
     MessageHandler,
-    PersistenceInput,
-    PicklePersistence,
     filters,
 )
 
 from bot import handlers, keyboards
-from bot.feedback import FeedbackStore
+from bot.feedback import DAY, FeedbackStore, private_dir
+from bot.persistence import SQLitePersistence
 from bot.ratelimit import SlidingWindowLimiter
 from bot.texts import COMMANDS
 from config import Settings
@@ -34,6 +34,9 @@ from corpus.errors import UserError
 logger = logging.getLogger(__name__)
 
 QA_WORKERS = 16  # threads for invoke_qa: most of an answer is waiting on the LLM's HTTP reply
+RETENTION_EVERY = DAY  # seconds between retention passes after the one at start
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook secret_token
+_NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class BotConfigError(UserError):
@@ -59,13 +62,25 @@ def webhook_kwargs(settings: Settings) -> dict[str, Any]:
             "TELEGRAM_MODE=webhook needs TELEGRAM_WEBHOOK_URL, the public HTTPS address Telegram posts "
             "updates to (e.g. https://bot.example.kz/telegram); or set TELEGRAM_MODE=polling"
         )
-    secret = settings.telegram_webhook_secret
+    secret = settings.telegram_webhook_secret.get_secret_value() if settings.telegram_webhook_secret else ""
+    if not secret:
+        # Without it the webhook answers any POST as if Telegram had sent it: forged updates.
+        raise BotConfigError(
+            "TELEGRAM_MODE=webhook needs TELEGRAM_WEBHOOK_SECRET, which Telegram sends with every update so that "
+            f"posts from anyone else are refused (403); generate one with {_NEW_SECRET} and put it in the "
+            "environment or in .env (TELEGRAM_WEBHOOK_SECRET=...)"
+        )
+    if not _SECRET_TOKEN.fullmatch(secret):
+        raise BotConfigError(
+            "TELEGRAM_WEBHOOK_SECRET may hold only 1-256 characters A-Z, a-z, 0-9, _ and - (Telegram refuses "
+            f"others); generate one with {_NEW_SECRET}"
+        )
     return {
         "listen": settings.telegram_webhook_listen,
         "port": settings.telegram_webhook_port,
         "url_path": urlparse(url).path.strip("/"),
         "webhook_url": url,
-        "secret_token": secret.get_secret_value() if secret else None,
+        "secret_token": secret,
         "allowed_updates": Update.ALL_TYPES,
     }
 
@@ -87,6 +102,8 @@ async def _post_init(app: Application) -> None:
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["ru"]])
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["kk"]], language_code="kk")
     app.bot_data["warm_up"] = asyncio.create_task(_warm_up(app.bot_data["services"]))
+    if app.bot_data["services"].settings.telegram_retention_days > 0:
+        app.bot_data["retention"] = asyncio.create_task(_retention_daily(app))
 
 
 async def _warm_up(svc: handlers.BotServices) -> None:
@@ -107,7 +124,24 @@ async def _warm_up(svc: handlers.BotServices) -> None:
         logger.info("chain ready in %.1f s", time.perf_counter() - started)
 
 
+async def _retention_daily(app: Application) -> None:
+    """Apply TELEGRAM_RETENTION_DAYS every RETENTION_EVERY seconds while the bot runs (the first pass is at start)."""
+    svc: handlers.BotServices = app.bot_data["services"]
+    while True:
+        await asyncio.sleep(RETENTION_EVERY)
+        try:
+            purged = await asyncio.to_thread(svc.store.purge, svc.settings.telegram_retention_days)
+        except Exception:
+            logger.exception("retention pass failed; the next one is in %.0f s", RETENTION_EVERY)
+            continue
+        for user_id in purged.user_ids:  # forget the in-memory copy too, or it would be written back
+            app.drop_user_data(user_id)
+
+
 async def _shutdown(app: Application) -> None:
+    retention = app.bot_data.get("retention")
+    if retention is not None:
+        retention.cancel()
     app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)
 
 
@@ -121,14 +155,23 @@ def build_application(
     """The bot, wired to the chain and ready to run by polling or webhook.
 
     Args:
-        settings: telegram_* (token, API URLs, admins, rate limit) and data_dir (feedback, user state).
+        settings: telegram_* (token, API URLs, admins, rate limit, retention) and data_dir (DATA_DIR/bot:
+            questions, ratings and user state in feedback.sqlite).
         qa: `invoke_qa(question, settings=...)`; defaults to `rag_chain.invoke_qa`.
         lookup: `lookup_article(code, number, settings=...)`; defaults to `rag_chain.lookup_article`.
         qa_workers: threads running `qa` at once; 1 answers questions one after another.
     """
     token = require_token(settings)
-    state_dir = settings.data_dir / "bot"
-    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir = private_dir(settings.data_dir / "bot")  # questions are personal data: owner-only
+    store = FeedbackStore(state_dir / "feedback.sqlite")
+    store.purge(settings.telegram_retention_days)
+    legacy = state_dir / "state.pickle"
+    if legacy.exists():  # PicklePersistence's file: unpickling it could run code, so it is never opened
+        logger.warning(
+            "%s is no longer read (a pickle can run code; /lang choices are kept in %s now) and can be deleted",
+            legacy,
+            store.path.name,
+        )
     app = (
         Application.builder()
         .token(token)
@@ -139,13 +182,8 @@ def build_application(
         )
         .rate_limiter(AIORateLimiter(max_retries=3))
         .concurrent_updates(True)
-        # Only the /lang choice is kept across restarts; bot_data holds live objects.
-        .persistence(
-            PicklePersistence(
-                state_dir / "state.pickle",
-                store_data=PersistenceInput(bot_data=False, chat_data=False, callback_data=False),
-            )
-        )
+        # Only user_data (the /lang choice) is kept across restarts, as JSON in the same database.
+        .persistence(SQLitePersistence(store))
         .post_init(_post_init)
         .post_shutdown(_shutdown)
         .build()
@@ -154,7 +192,7 @@ def build_application(
         settings=settings,
         qa=qa or _default_qa(),
         lookup=lookup or _default_lookup(),
-        store=FeedbackStore(state_dir / "feedback.sqlite"),
+        store=store,
         limiter=SlidingWindowLimiter(settings.telegram_rate_limit_per_minute, window=60.0),
         executor=ThreadPoolExecutor(max_workers=qa_workers, thread_name_prefix="qa"),
     )

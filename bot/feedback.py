@@ -1,17 +1,34 @@
-"""SQLite store of asked questions (answer, latency, error) and users' 👍/👎 ratings; admin statistics."""
+"""The bot's SQLite database: asked questions (answer, latency, error), the askers' 👍/👎 ratings, each user's
+state (the /lang choice, as JSON), admin statistics and retention.
+
+Questions are personal data: the folder is made 0700 and the files 0600 whatever the umask. A file SQLite
+cannot read is moved aside and a fresh one started, so a damaged database never stops the bot.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from answer.records import QAResult
+from bot.sanitize import clean_text
+
+logger = logging.getLogger(__name__)
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's companions of a database file
+DAY = 24 * 3600.0
+RateOutcome = Literal["rated", "gone", "not_asker"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS questions (
@@ -35,6 +52,11 @@ CREATE TABLE IF NOT EXISTS ratings (
     rating INTEGER NOT NULL CHECK (rating IN (-1, 1)),
     created_at REAL NOT NULL,
     PRIMARY KEY (question_id, user_id)
+);
+CREATE TABLE IF NOT EXISTS user_state (
+    user_id INTEGER PRIMARY KEY,
+    data TEXT NOT NULL,        -- JSON object: the user's PTB user_data ({"lang": "kk"})
+    updated_at REAL NOT NULL   -- the user's last activity; retention deletes older rows
 );
 """
 
@@ -61,15 +83,96 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+@dataclass(frozen=True)
+class Purged:
+    """What one retention pass deleted."""
+
+    questions: int
+    ratings: int
+    user_ids: tuple[int, ...]  # users whose stored state was deleted
+
+
+def private_dir(path: Path) -> Path:
+    """Create `path` (and its parents) and make it owner-only (0700), whatever the umask or its old mode."""
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+def _private_file(path: Path) -> None:
+    """Create `path` owner-only (0600) before SQLite does (which would use the umask), or tighten it."""
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, FILE_MODE))
+    os.chmod(path, FILE_MODE)
+
+
+def _side_files(path: Path) -> list[Path]:
+    return [p for p in (path.with_name(path.name + s) for s in SIDE_FILES) if p.exists()]
+
+
+class DamagedDatabase(sqlite3.DatabaseError):
+    """The file is not a database, or SQLite's integrity check fails on it."""
+
+
+def _is_damage(err: sqlite3.DatabaseError) -> bool:
+    # "database is locked" or "unable to open" (OperationalError) say nothing about the file's content.
+    return isinstance(err, DamagedDatabase) or getattr(err, "sqlite_errorname", "") in (
+        "SQLITE_CORRUPT",
+        "SQLITE_NOTADB",
+    )
+
+
+def _params(*values: object) -> tuple[object, ...]:
+    """Query parameters with every string cleaned, so a stray surrogate never makes an insert fail."""
+    return tuple(clean_text(v) if isinstance(v, str) else v for v in values)
+
+
 class FeedbackStore:
-    """Questions and ratings in one SQLite file; each call opens its own connection (any thread may call)."""
+    """Questions, ratings and user state in one SQLite file; each call opens its own connection (any thread)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as err:
+            if not _is_damage(err):
+                raise
+            moved = self._move_aside()
+            logger.warning(
+                "%s is damaged (%s): moved it to %s and started an empty database; what it held stays in "
+                "the moved file (recover what is readable with: sqlite3 %s .recover | sqlite3 recovered.sqlite)",
+                path,
+                err,
+                moved,
+                moved,
+            )
+            self._open()
+
+    def _open(self) -> None:
+        """Create or check the database: owner-only files, WAL, the schema."""
+        _private_file(self.path)
         with self._connect() as db:
+            check = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
+            if check != ["ok"]:
+                raise DamagedDatabase("; ".join(check))
             db.execute("PRAGMA journal_mode=WAL")  # readers (/stats) do not block the writers
             db.executescript(_SCHEMA)
+        for side in _side_files(self.path):  # SQLite gives them the database's mode; an old install may differ
+            os.chmod(side, FILE_MODE)
+
+    def _move_aside(self) -> Path:
+        """Rename the damaged file (and its -wal/-shm) to `<name>.corrupt-<timestamp>`; returns the new path."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        for side in _side_files(self.path):
+            side.rename(target.with_name(target.name + side.name[len(self.path.name) :]))
+        self.path.rename(target)
+        return target
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -91,7 +194,7 @@ class FeedbackStore:
             cur = db.execute(
                 "INSERT INTO questions (created_at, user_id, chat_id, lang, question, answer, sources,"
                 " backend, template, grounded, latency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
+                _params(
                     time.time(),
                     user_id,
                     chat_id,
@@ -115,26 +218,116 @@ class FeedbackStore:
             cur = db.execute(
                 "INSERT INTO questions (created_at, user_id, chat_id, question, latency, error)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (time.time(), user_id, chat_id, question, latency, f"{type(error).__name__}: {error}"[:1000]),
+                _params(
+                    time.time(), user_id, chat_id, question, latency, f"{type(error).__name__}: {error}"[:1000]
+                ),
             )
             return int(cur.lastrowid)
 
-    def rate(self, question_id: int, user_id: int, rating: int) -> bool:
-        """Store (or change) a user's rating of an answer: +1 or -1; False when there is no such answer."""
+    def rate(self, question_id: int, user_id: int, rating: int) -> RateOutcome:
+        """Store (or change) the asker's rating of an answer, +1 or -1.
+
+        "gone" when there is no such answer (never asked, failed, or deleted by retention), "not_asker" when
+        `user_id` did not ask it: only the asker rates, so nobody can rate answers given to someone else.
+        """
         if rating not in (-1, 1):
             raise ValueError(f"rating must be +1 or -1, not {rating}")
         with self._connect() as db:
-            if not db.execute(
-                "SELECT 1 FROM questions WHERE id = ? AND error IS NULL", (question_id,)
-            ).fetchone():
-                return False
+            row = db.execute(
+                "SELECT user_id FROM questions WHERE id = ? AND error IS NULL", (question_id,)
+            ).fetchone()
+            if row is None:
+                return "gone"
+            if row[0] != user_id:
+                return "not_asker"
             db.execute(
                 "INSERT INTO ratings (question_id, user_id, rating, created_at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (question_id, user_id) DO UPDATE SET rating = excluded.rating,"
                 " created_at = excluded.created_at",
                 (question_id, user_id, rating, time.time()),
             )
-            return True
+            return "rated"
+
+    # --- user state (PTB user_data) -------------------------------------------------------------
+    def user_states(self) -> dict[int, dict[str, Any]]:
+        """Every stored user state; a row that is not a JSON object is skipped with a warning."""
+        states: dict[int, dict[str, Any]] = {}
+        damaged: list[int] = []
+        try:
+            with self._connect() as db:
+                rows = db.execute("SELECT user_id, data FROM user_state").fetchall()
+        except sqlite3.DatabaseError as err:
+            logger.warning("user states in %s cannot be read (%s): every user starts fresh", self.path, err)
+            return states
+        for user_id, data in rows:
+            try:
+                state = json.loads(data)
+            except (TypeError, ValueError):
+                state = None
+            if isinstance(user_id, int) and isinstance(state, dict):
+                states[user_id] = state
+            else:
+                damaged.append(user_id)
+        if damaged:
+            logger.warning(
+                "the stored state of %d user(s) in %s is damaged and was skipped (they start fresh): ids %s",
+                len(damaged),
+                self.path,
+                damaged[:20],
+            )
+        return states
+
+    def save_user_state(self, user_id: int, state: dict[str, Any]) -> None:
+        """Store a user's state and mark them active now; an empty state deletes the row."""
+        kept = {}
+        for key, value in state.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                logger.warning("user_data[%r] is not JSON (%s): it is not kept across restarts", key, type(value))
+            else:
+                kept[str(key)] = value
+        if not kept:
+            self.drop_user_state(user_id)
+            return
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO user_state (user_id, data, updated_at) VALUES (?, ?, ?) ON CONFLICT (user_id)"
+                " DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
+                _params(user_id, json.dumps(kept, ensure_ascii=False), time.time()),
+            )
+
+    def drop_user_state(self, user_id: int) -> None:
+        with self._connect() as db:
+            db.execute("DELETE FROM user_state WHERE user_id = ?", (user_id,))
+
+    # --- retention --------------------------------------------------------------------------------
+    def purge(self, days: int, *, now: float | None = None) -> Purged:
+        """Delete questions (with their ratings) asked, and user states untouched, more than `days` days ago.
+
+        `days` 0 keeps everything.
+        """
+        if days <= 0:
+            return Purged(0, 0, ())
+        cutoff = (time.time() if now is None else now) - days * DAY
+        with self._connect() as db:
+            ratings = db.execute(
+                "DELETE FROM ratings WHERE question_id IN (SELECT id FROM questions WHERE created_at < ?)",
+                (cutoff,),
+            ).rowcount
+            questions = db.execute("DELETE FROM questions WHERE created_at < ?", (cutoff,)).rowcount
+            user_ids = tuple(
+                row[0]
+                for row in db.execute("DELETE FROM user_state WHERE updated_at < ? RETURNING user_id", (cutoff,))
+            )
+        logger.info(
+            "retention (%d days): deleted %d questions, %d ratings, %d user states",
+            days,
+            questions,
+            ratings,
+            len(user_ids),
+        )
+        return Purged(questions, ratings, user_ids)
 
     def stats(self) -> FeedbackStats:
         """Counts of questions and ratings, and answer latency percentiles."""

@@ -22,8 +22,9 @@ from telegram.ext import ContextTypes
 from answer.records import QAResult
 from bot import keyboards
 from bot.feedback import FeedbackStore
-from bot.format import escape, format_answer, format_article
+from bot.format import escape, format_answer, format_article, split_html
 from bot.ratelimit import SlidingWindowLimiter
+from bot.sanitize import clean_text
 from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
 from config import Settings
 from corpus.errors import UserError
@@ -32,6 +33,7 @@ from corpus.records import Article
 logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 2000
+ECHO_CHARS = 40  # what a reply repeats of the user's input, at most
 TYPING_REFRESH = 4.5  # Telegram shows "typing…" for 5 s per chat action
 _KAZAKH_LETTERS = re.compile("[ӘәҒғҚқҢңӨөҰұҮүҺһІі]")
 _INVISIBLE = re.compile(r"[\u200b-\u200f\u2060\ufeff]")
@@ -100,15 +102,25 @@ async def typing(message: Message) -> AsyncIterator[None]:
             await task
 
 
+def shorten(text: str, limit: int = ECHO_CHARS) -> str:
+    """The user's input as a reply may repeat it: at most `limit` characters, then "…"."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 async def reply_parts(message: Message, parts: list[str], markup: InlineKeyboardMarkup | None = None) -> None:
     """Send HTML parts in order; the keyboard goes under the last one."""
     for i, part in enumerate(parts):
-        await message.reply_html(part, reply_markup=markup if i == len(parts) - 1 else None)
+        await message.reply_html(clean_text(part), reply_markup=markup if i == len(parts) - 1 else None)
+
+
+async def reply(message: Message, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
+    """Send Telegram HTML, in as many messages as it takes to keep each within Telegram's 4096 characters."""
+    await reply_parts(message, split_html(text), markup)
 
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Greet the user and say what the bot does."""
-    await update.effective_message.reply_html(t("start", user_lang(update, context)))
+    await reply(update.effective_message, t("start", user_lang(update, context)))
 
 
 async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -116,19 +128,17 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     lang = user_lang(update, context)
     per_minute = services(context).settings.telegram_rate_limit_per_minute
     note = t("rate_note", lang, per_minute=per_minute) if per_minute > 0 else ""
-    await update.effective_message.reply_html(t("help", lang, max_chars=MAX_QUESTION_CHARS, rate_note=note))
+    await reply(update.effective_message, t("help", lang, max_chars=MAX_QUESTION_CHARS, rate_note=note))
 
 
 async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Switch the interface language: /lang kk, /lang ru, or buttons when no argument is given."""
     chosen = parse_lang(context.args[0]) if context.args else None
     if chosen is None:
-        await update.effective_message.reply_html(
-            t("lang_choose", user_lang(update, context)), reply_markup=keyboards.lang_keyboard()
-        )
+        await reply(update.effective_message, t("lang_choose", user_lang(update, context)), keyboards.lang_keyboard())
         return
     context.user_data["lang"] = chosen
-    await update.effective_message.reply_html(t("lang_set", chosen))
+    await reply(update.effective_message, t("lang_set", chosen))
 
 
 async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -136,6 +146,10 @@ async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     query = update.callback_query
     chosen: Lang = "kk" if query.data.endswith("kk") else "ru"
     context.user_data["lang"] = chosen
+    if not (isinstance(query.message, Message) and query.message.is_accessible):
+        # The buttons' message cannot be edited (deleted, too old: date 0) or was not sent: confirm in the popup.
+        await query.answer(t("lang_set", chosen))
+        return
     await query.answer()
     with contextlib.suppress(BadRequest):  # the same language picked twice: "message is not modified"
         await query.edit_message_text(t("lang_set", chosen))
@@ -161,9 +175,9 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     """Show an article verbatim: /article УК 188."""
     message = update.effective_message
     lang = user_lang(update, context)
-    parsed = parse_article_args(context.args or [])
+    parsed = parse_article_args([clean_text(a) for a in context.args or []])
     if parsed is None:
-        await message.reply_html(t("article_usage", lang))
+        await reply(message, t("article_usage", lang))
         return
     code, number = parsed
     svc = services(context)
@@ -173,7 +187,7 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
             functools.partial(svc.lookup, code, number, settings=svc.settings, lang=article_lang(code, lang)),
         )
     if article is None:
-        await message.reply_html(t("article_not_found", lang, code=code, number=number))
+        await reply(message, t("article_not_found", lang, code=shorten(code), number=shorten(number)))
         return
     await reply_parts(message, format_article(article))
 
@@ -182,19 +196,21 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Answer a question with invoke_qa(), list its sources, and offer article and rating buttons."""
     message = update.effective_message
     lang = user_lang(update, context)
-    question = _INVISIBLE.sub("", message.text or "").strip()
+    # Cleaned at the edge: a stray surrogate would break the chain's encoders and the stored record.
+    question = _INVISIBLE.sub("", clean_text(message.text or "")).strip()
     if not question:
-        await message.reply_html(t("empty", lang))
+        await reply(message, t("empty", lang))
         return
     if len(question) > MAX_QUESTION_CHARS:
-        await message.reply_html(t("too_long", lang, length=len(question), max_chars=MAX_QUESTION_CHARS))
+        await reply(message, t("too_long", lang, length=len(question), max_chars=MAX_QUESTION_CHARS))
         return
     svc = services(context)
     user_id = update.effective_user.id if update.effective_user else message.chat_id
     wait = svc.limiter.hit(user_id)
     if wait is not None:
         logger.info("user %s is rate limited for %.0f s", user_id, wait)
-        await message.reply_html(
+        await reply(
+            message,
             t(
                 "rate_limited",
                 lang,
@@ -240,10 +256,13 @@ async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     lang = user_lang(update, context)
     match = keyboards.RATE_PATTERN.match(query.data or "")
     question_id, up = int(match.group(1)), match.group(2) == "up"
-    stored = await asyncio.to_thread(
+    outcome = await asyncio.to_thread(
         services(context).store.rate, question_id, query.from_user.id, 1 if up else -1
     )
-    if not stored:
+    if outcome == "not_asker":  # e.g. in a group: the buttons are under someone else's answer
+        await query.answer(t("rate_not_asker", lang))
+        return
+    if outcome == "gone":
         await query.answer(t("rating_expired", lang))
         return
     logger.info("question %d rated %s by user %s", question_id, "up" if up else "down", query.from_user.id)
@@ -262,14 +281,15 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     lang = user_lang(update, context)
     user = update.effective_user
     if user is None or user.id not in svc.settings.telegram_admin_ids:
-        await update.effective_message.reply_html(t("admins_only", lang))
+        await reply(update.effective_message, t("admins_only", lang))
         return
     s = await asyncio.to_thread(svc.store.stats)
 
     def secs(v: float | None) -> str:
         return "—" if v is None else f"{v:.2f}"
 
-    await update.effective_message.reply_html(
+    await reply(
+        update.effective_message,
         t(
             "stats",
             lang,
@@ -298,12 +318,12 @@ async def non_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         key = "document"
     else:
         key = "other_media"
-    await m.reply_html(t(key, user_lang(update, context)))
+    await reply(m, t(key, user_lang(update, context)))
 
 
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """List the commands that exist."""
-    await update.effective_message.reply_html(t("unknown_command", user_lang(update, context)))
+    await reply(update.effective_message, t("unknown_command", user_lang(update, context)))
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -317,15 +337,16 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     if not isinstance(update, Update):
         return
     lang = user_lang(update, context)
-    text = escape(str(err)) if isinstance(err, UserError) and str(err) else t("error", lang)
+    text = escape(clean_text(str(err))) if isinstance(err, UserError) and str(err) else t("error", lang)
     if update.callback_query:
         with contextlib.suppress(TelegramError):  # it may have been answered before the error
             await update.callback_query.answer()
     try:
         if update.effective_message:
-            await update.effective_message.reply_html(text)
+            await reply(update.effective_message, text)
         elif update.effective_chat:
-            await context.bot.send_message(update.effective_chat.id, text, parse_mode="HTML")
+            for part in split_html(text):
+                await context.bot.send_message(update.effective_chat.id, part, parse_mode="HTML")
     except TelegramError as send_err:
         logger.error("update %s: could not tell the user about the error: %s", update_id, send_err)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sqlite3
@@ -10,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from telegram import Update
 from telegram.ext import Application
 
 from bot.__main__ import main
-from bot.app import build_application
+from bot.app import BotConfigError, build_application, webhook_kwargs
 from bot.feedback import FeedbackStore, percentile
 from bot.format import article_heading
 from bot.handlers import MAX_QUESTION_CHARS, parse_article_args
@@ -37,6 +39,7 @@ from tests.support.telegram_server import (
     BotAPIServer,
     BotRequest,
     callback_update,
+    inaccessible_message,
     message_update,
     settings_for,
 )
@@ -128,8 +131,11 @@ async def test_lang_switches_and_survives_a_restart(
         t("help", "ru", max_chars=MAX_QUESTION_CHARS, rate_note=t("rate_note", "ru", per_minute=3))
     ]
 
-    await chat.app.shutdown()  # flushes the users' choices to DATA_DIR/bot/state.pickle
-    assert (bot_settings.data_dir / "bot" / "state.pickle").exists()
+    await chat.app.shutdown()  # flushes the users' choices to DATA_DIR/bot/feedback.sqlite, as JSON
+    with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
+        rows = db.execute("SELECT user_id, data FROM user_state ORDER BY user_id").fetchall()
+    assert [(user, json.loads(data)) for user, data in rows] == [(5, {"lang": "kk"}), (6, {"lang": "ru"})]
+    assert not (bot_settings.data_dir / "bot" / "state.pickle").exists()  # nothing is pickled
     again = build_application(bot_settings, qa=qa, lookup=lookup)
     async with again:
         assert await Chat(again, api).texts(message_update(5, "/start")) == [t("start", "kk")]
@@ -317,10 +323,13 @@ def test_feedback_store_stats(tmp_path: Path) -> None:
         store.record_answer(qa(f"q{i}", None), user_id=i % 3, chat_id=i % 3, latency=float(i))
         for i in range(1, 21)
     ]
-    store.record_failure("q", ValueError("x"), user_id=5, chat_id=5, latency=99.0)
-    assert store.rate(ids[0], 1, 1) and store.rate(ids[0], 2, 1) and store.rate(ids[1], 1, -1)
-    assert store.rate(ids[0], 1, -1)  # changed its mind
-    assert not store.rate(999, 1, 1)
+    failed = store.record_failure("q", ValueError("x"), user_id=5, chat_id=5, latency=99.0)
+    # ids[0] was asked by user 1, ids[1] by user 2, ids[2] by user 0: only the asker rates.
+    assert store.rate(ids[0], 1, 1) == "rated" and store.rate(ids[1], 2, 1) == "rated"
+    assert store.rate(ids[2], 0, -1) == "rated"
+    assert store.rate(ids[0], 1, -1) == "rated"  # changed its mind
+    assert store.rate(ids[0], 2, 1) == "not_asker"
+    assert store.rate(999, 1, 1) == "gone" and store.rate(failed, 5, 1) == "gone"
     s = store.stats()
     assert (s.questions, s.answered, s.failed, s.users, s.up, s.down) == (21, 20, 1, 4, 1, 2)
     assert (s.latency_p50, s.latency_p95) == (10.0, 19.0)  # failures do not count
@@ -359,3 +368,84 @@ def test_main_refuses_webhook_without_url(
     assert main(["--data-dir", str(settings.data_dir)]) == 2
     err = capsys.readouterr().err
     assert "TELEGRAM_WEBHOOK_URL" in err and "123456:TEST" not in err
+
+
+def test_webhook_mode_refuses_to_start_without_a_secret(
+    settings: Settings, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, restore_loggers: None
+) -> None:
+    webhook = {"telegram_mode": "webhook", "telegram_webhook_url": "https://bot.example.kz/tg"}
+    with pytest.raises(BotConfigError, match="TELEGRAM_WEBHOOK_SECRET") as refused:
+        webhook_kwargs(settings.model_copy(update=webhook))
+    assert "secrets.token_urlsafe" in str(refused.value)  # says how to make one
+    for bad in ("", "has spaces", "x" * 257):
+        with pytest.raises(BotConfigError, match="TELEGRAM_WEBHOOK_SECRET"):
+            webhook_kwargs(settings.model_copy(update={**webhook, "telegram_webhook_secret": SecretStr(bad)}))
+    good = webhook_kwargs(settings.model_copy(update={**webhook, "telegram_webhook_secret": SecretStr("a_B-9")}))
+    assert good["secret_token"] == "a_B-9" and good["url_path"] == "tg"
+
+    # The entry point refuses before it builds anything: no webhook is registered, nothing listens.
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "123456:TEST")
+    monkeypatch.setenv("TELEGRAM_MODE", "webhook")
+    monkeypatch.setenv("TELEGRAM_WEBHOOK_URL", "https://bot.example.kz/tg")
+    assert main(["--data-dir", str(settings.data_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "TELEGRAM_WEBHOOK_SECRET" in err and "123456:TEST" not in err
+    assert not (settings.data_dir / "bot").exists()
+
+
+async def test_only_the_asker_can_rate_an_answer(chat: Chat, api: BotAPIServer, bot_settings: Settings) -> None:
+    [_, answer] = await chat.send(message_update(20, "Что грозит за кражу?"))
+    message = api.sent[max(api.sent)]
+    up = answer.params["reply_markup"]["inline_keyboard"][-1][0]["callback_data"]
+
+    # Another user (say in a group, or with forged callback data) presses 👍: refused, nothing changes.
+    reqs = await chat.send(callback_update(21, up, message))
+    assert [(r.method, r.params.get("text")) for r in reqs] == [("answerCallbackQuery", t("rate_not_asker", "ru"))]
+    reqs = await chat.send(callback_update(21, up, message, language_code="kk"))
+    assert reqs[0].params["text"] == t("rate_not_asker", "kk")
+    db_path = bot_settings.data_dir / "bot" / "feedback.sqlite"
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM ratings").fetchone() == (0,)
+
+    reqs = await chat.send(callback_update(20, up, message))  # the asker
+    assert [r.method for r in reqs] == ["answerCallbackQuery", "editMessageReplyMarkup"]
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT user_id, rating FROM ratings").fetchall() == [(20, 1)]
+
+
+async def test_article_reply_echoes_a_capped_code_and_stays_within_4096(chat: Chat, lookup: SharedLookup) -> None:
+    code = "<" * 4000  # escaped, each "<" is four characters: the reply was 16,085 characters
+    reqs = await chat.send(message_update(22, f"/article {code} 188"))
+    sent = [r for r in reqs if r.method == "sendMessage"]
+    assert [r.params["text"] for r in sent] == [t("article_not_found", "ru", code="<" * 39 + "…", number="188")]
+    assert all(len(r.params["text"]) <= 4096 for r in sent)
+
+    number = "1" * 4000
+    [text] = await chat.texts(message_update(22, f"/article УК {number}", language_code="kk"))
+    assert text == t("article_not_found", "kk", code="УК", number="1" * 39 + "…")
+
+
+@pytest.mark.parametrize("message", [inaccessible_message(23, 5), None], ids=["date-0", "no-message"])
+async def test_lang_button_on_an_inaccessible_message(
+    chat: Chat, caplog: pytest.LogCaptureFixture, message: dict | None
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        reqs = await chat.send(callback_update(23, "lang:kk", message))
+    # The choice is confirmed in the button's popup: there is no message to edit.
+    assert [(r.method, r.params.get("text")) for r in reqs] == [("answerCallbackQuery", t("lang_set", "kk"))]
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # no TypeError, no failed edit
+    assert await chat.texts(message_update(23, "/start")) == [t("start", "kk")]  # the choice took effect
+
+
+async def test_unpaired_surrogates_are_cleaned_and_the_question_is_stored(
+    chat: Chat, qa: ScriptedQA, bot_settings: Settings
+) -> None:
+    raw, clean = "кража \udcff\udcfe телефона", "кража \ufffd\ufffd телефона"
+    qa.script["сломайся \ufffd"] = RuntimeError("boom")
+    [answer] = await chat.texts(message_update(24, raw))
+    assert answer.startswith(f"Ответ на вопрос «{clean}»")
+    assert await chat.texts(message_update(24, "сломайся \udcff")) == [t("error", "ru")]
+    assert qa.calls == [clean, "сломайся \ufffd"]
+    with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
+        rows = db.execute("SELECT user_id, question, error FROM questions ORDER BY id").fetchall()
+    assert rows == [(24, clean, None), (24, "сломайся \ufffd", "RuntimeError: boom")]

@@ -8,8 +8,10 @@ than the poll's own timeout) and records every request, so tests can assert what
 from __future__ import annotations
 
 import asyncio
+import html
 import itertools
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,8 @@ from typing import Any
 from aiohttp import web
 
 TOKEN = "123456:TEST-token-never-in-logs"
+MAX_TEXT = 4096  # Telegram refuses longer texts (counted after parsing, in UTF-16 code units)
+_TAG = re.compile(r"<[^<>]*>")
 BOT_USER = {"id": 123456, "is_bot": True, "first_name": "Закон", "username": "kz_law_test_bot"}
 # Values PTB sends as plain strings; every other value is JSON (numbers, booleans, objects).
 STRING_FIELDS = frozenset(
@@ -61,6 +65,22 @@ def decode_form(form: dict[str, str]) -> dict[str, Any]:
         except ValueError:
             out[key] = value
     return out
+
+
+def text_length(params: dict[str, Any]) -> int:
+    """The length Telegram checks: of the text as shown (HTML tags and entities parsed), in UTF-16 units."""
+    text = params.get("text", "")
+    if params.get("parse_mode") == "HTML":
+        text = html.unescape(_TAG.sub("", text))
+    return len(text.encode("utf-16-le")) // 2
+
+
+class TelegramError(Exception):
+    """A Bot API error answer: {"ok": false, "error_code": ..., "description": ...}."""
+
+    def __init__(self, code: int, description: str) -> None:
+        super().__init__(description)
+        self.code, self.description = code, description
 
 
 class BotAPIServer:
@@ -146,7 +166,12 @@ class BotAPIServer:
                 },
                 status=404,
             )
-        result = await handler(params)
+        try:
+            result = await handler(params)
+        except TelegramError as err:
+            return web.json_response(
+                {"ok": False, "error_code": err.code, "description": err.description}, status=err.code
+            )
         if method == "getUpdates":
             self._record(method, params)
         return web.json_response({"ok": True, "result": result})
@@ -195,7 +220,14 @@ class BotAPIServer:
     async def _api_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
         return True
 
+    @staticmethod
+    def _check_text(params: dict[str, Any]) -> None:
+        if not 1 <= text_length(params) <= MAX_TEXT:
+            raise TelegramError(400, "Bad Request: message is too long" if params.get("text") else
+                                "Bad Request: message text is empty")
+
     async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
+        self._check_text(params)
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
@@ -208,15 +240,21 @@ class BotAPIServer:
         self.sent[message["message_id"]] = message
         return message
 
+    def _message_to_edit(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("message_id") not in self.sent:
+            raise TelegramError(400, "Bad Request: message to edit not found")
+        return self.sent[params["message_id"]]
+
     async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> Any:
-        message = dict(self.sent[params["message_id"]])
+        message = dict(self._message_to_edit(params))
         message["reply_markup"] = params.get("reply_markup", {"inline_keyboard": []})
         message["edit_date"] = int(time.time())
         self.sent[message["message_id"]] = message
         return message
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> Any:
-        message = {**self.sent[params["message_id"]], "text": params["text"], "edit_date": int(time.time())}
+        self._check_text(params)
+        message = {**self._message_to_edit(params), "text": params["text"], "edit_date": int(time.time())}
         message.pop("reply_markup", None)
         if "reply_markup" in params:
             message["reply_markup"] = params["reply_markup"]
@@ -254,18 +292,23 @@ def message_update(
 
 
 def callback_update(
-    user_id: int, data: str, message: dict[str, Any], *, language_code: str | None = "ru"
+    user_id: int, data: str, message: dict[str, Any] | None, *, language_code: str | None = "ru"
 ) -> dict[str, Any]:
-    """A press of an inline button carrying `data` under the bot's `message`."""
-    return {
-        "callback_query": {
-            "id": f"cq{next(_message_ids)}",
-            "from": tg_user(user_id, language_code),
-            "chat_instance": f"ci{user_id}",
-            "data": data,
-            "message": message,
-        }
+    """A press of an inline button carrying `data` under the bot's `message` (None: Telegram sent none)."""
+    query = {
+        "id": f"cq{next(_message_ids)}",
+        "from": tg_user(user_id, language_code),
+        "chat_instance": f"ci{user_id}",
+        "data": data,
     }
+    if message is not None:
+        query["message"] = message
+    return {"callback_query": query}
+
+
+def inaccessible_message(chat_id: int, message_id: int) -> dict[str, Any]:
+    """How Telegram sends a message the bot can no longer reach (deleted, too old): date 0."""
+    return {"chat": {"id": chat_id, "type": "private"}, "message_id": message_id, "date": 0}
 
 
 STICKER = {
