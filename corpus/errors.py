@@ -15,3 +15,17 @@ class IndexNotReady(UserError):
 
 class QAError(UserError):
     """The question could not be answered; the message is safe to show to the user."""
+
+
+class DataDamaged(IndexNotReady):
+    """A file of the corpus, index or cache is truncated or overwritten; the message names it and the command
+    that rebuilds it."""
+
+    def __init__(self, path: object, problem: str, command: str) -> None:
+        super().__init__(f"{path} is damaged ({problem}): run `{command}` to rebuild it.")
+        self.path = path
+        self.command = command
+
+
+class AdiletUnreachable(IngestError):
+    """No connection to adilet can be made (name resolution failed, connection refused): retrying will not help."""

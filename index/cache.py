@@ -1,4 +1,8 @@
-"""A persistent embedding cache keyed by content hash, so a rebuild embeds only new or changed texts."""
+"""A persistent embedding cache keyed by content hash, so a rebuild embeds only new or changed texts.
+
+A damaged cache file (truncated, overwritten) is moved aside with a warning and a new one started: the build
+then embeds again what it needs, instead of failing.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +35,34 @@ class EmbeddingCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")  # readers never block the build that writes
-        self._db.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        try:
+            self._db = self._connect(path)
+        except sqlite3.DatabaseError as err:
+            if err.sqlite_errorname not in _DAMAGED:  # locked, no permission…: not ours to throw away
+                raise
+            aside = _move_aside(path)
+            logger.warning(
+                "The embedding cache %s is damaged (%s): moved to %s, starting an empty one (what it held is "
+                "embedded again)", path, err, aside.name,
+            )
+            self._db = self._connect(path)
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        """Open the cache and check it (PRAGMA quick_check: ~0.15 s for 90 MB); DatabaseError when damaged."""
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # readers never block the build that writes
+            verdict = db.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict != "ok":
+                err = sqlite3.DatabaseError(f"quick_check: {verdict}")
+                err.sqlite_errorname = "SQLITE_CORRUPT"
+                raise err
+            db.execute("CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
@@ -61,6 +91,20 @@ class EmbeddingCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_DAMAGED = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
+
+
+def _move_aside(path: Path) -> Path:
+    """Rename a damaged database and its WAL files to `NAME.damaged-STAMP…`; returns the new name."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        src = path.with_name(path.name + suffix)
+        if src.exists():
+            src.replace(aside.with_name(aside.name + suffix))
+    return aside
 
 
 class CachedEmbeddings(Embeddings):

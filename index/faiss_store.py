@@ -2,7 +2,8 @@
 
 LangChain's own `save_local`/`load_local` pickle the docstore; this module writes it as JSON lines and never
 unpickles anything. `LawFAISS` filters before searching (exact), where LangChain's FAISS filters the top
-`fetch_k` hits afterwards and can come back empty for a narrow filter.
+`fetch_k` hits afterwards and can come back empty for a narrow filter. meta.json records the size and sha256 of
+the other two files; a load checks them and names a damaged file (corpus.files.DamagedFile).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from langchain_community.vectorstores import FAISS
 from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
 
 logger = logging.getLogger(__name__)
 
@@ -171,17 +174,17 @@ def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        faiss.write_index(store.index, str(tmp / INDEX_FILE))
-        with (tmp / DOCSTORE_FILE).open("w", encoding="utf-8") as f:
-            for doc_id, doc in _ordered(store):
-                row = {"id": doc_id, "page_content": doc.page_content, "metadata": doc.metadata}
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        (tmp / META_FILE).write_text(
-            json.dumps({**meta, "count": store.index.ntotal, "dim": store.index.d}, ensure_ascii=False),
-            encoding="utf-8",
+        rows = (
+            json.dumps({"id": i, "page_content": d.page_content, "metadata": d.metadata}, ensure_ascii=False) + "\n"
+            for i, d in _ordered(store)
         )
-        for f in tmp.iterdir():
-            _fsync(f)
+        files = {
+            INDEX_FILE: atomic_write(tmp / INDEX_FILE, lambda f: f.write(faiss.serialize_index(store.index))),
+            DOCSTORE_FILE: atomic_write(tmp / DOCSTORE_FILE, rows),
+        }
+        full = {**meta, "count": store.index.ntotal, "dim": store.index.d}
+        full["files"] = {name: d.model_dump() for name, d in files.items()}
+        atomic_write(tmp / META_FILE, json.dumps(full, ensure_ascii=False))
         _swap(tmp, folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -190,19 +193,28 @@ def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
 
 
 def load_faiss(folder: Path, embeddings: Embeddings) -> LawFAISS:
-    """Load what `save_faiss` wrote (JSON only, nothing is unpickled); FileNotFoundError when absent."""
+    """Load what `save_faiss` wrote (JSON only, nothing is unpickled); FileNotFoundError when absent,
+    DamagedFile when a file is not what was written (size and sha256 in meta.json) or does not parse."""
     folder = _current(folder)
     meta = read_faiss_meta(folder)
-    index = faiss.read_index(str(folder / INDEX_FILE))
+    check_faiss_files(folder, meta)
+    try:
+        index = faiss.deserialize_index(np.fromfile(folder / INDEX_FILE, dtype=np.uint8))
+    except RuntimeError as err:  # faiss's reader reports a short or garbled file this way
+        raise DamagedFile(folder / INDEX_FILE, f"not a faiss index ({str(err).splitlines()[0][-80:]})") from None
     docs: dict[str, Document] = {}
     order: dict[int, str] = {}
-    with (folder / DOCSTORE_FILE).open(encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            row = json.loads(line)
-            docs[row["id"]] = Document(**row)
-            order[i] = row["id"]
+    path = folder / DOCSTORE_FILE
+    try:
+        with path.open(encoding="utf-8") as f:
+            for i, line in enumerate(f):
+                row = json.loads(line)
+                docs[row["id"]] = Document(**row)
+                order[i] = row["id"]
+    except (ValueError, KeyError, TypeError) as err:  # ValueError: bad JSON, bad UTF-8, a bad Document
+        raise DamagedFile(path, f"line {len(order) + 1} does not parse ({type(err).__name__})") from None
     if len(order) != index.ntotal or (meta.get("count") is not None and meta["count"] != index.ntotal):
-        raise ValueError(f"{folder}: {index.ntotal} vectors but {len(order)} documents: rebuild the index")
+        raise DamagedFile(path, f"{len(order)} documents for {index.ntotal} vectors")
     return LawFAISS(
         embeddings,
         index,
@@ -214,12 +226,33 @@ def load_faiss(folder: Path, embeddings: Embeddings) -> LawFAISS:
 
 
 def read_faiss_meta(folder: Path) -> dict[str, Any]:
-    """The meta.json written with the index; FileNotFoundError when there is no complete index."""
+    """The meta.json written with the index; FileNotFoundError when there is no complete index, DamagedFile
+    when meta.json does not parse."""
     folder = _current(folder)
     for name in (INDEX_FILE, DOCSTORE_FILE, META_FILE):
         if not (folder / name).is_file():
             raise FileNotFoundError(folder / name)
-    return json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    path = folder / META_FILE
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise DamagedFile(path, f"not JSON ({type(err).__name__})") from None
+    if not isinstance(meta, dict):
+        raise DamagedFile(path, "not a JSON object")
+    return meta
+
+
+def check_faiss_files(folder: Path, meta: dict[str, Any], *, full: bool = True) -> None:
+    """DamagedFile when index.faiss or docstore.jsonl differs from the size and sha256 in `meta` (an index
+    written before they were recorded is only checked when it is read)."""
+    folder = _current(folder)
+    recorded = meta.get("files") or {}
+    for name in (INDEX_FILE, DOCSTORE_FILE):
+        try:
+            expected = FileDigest.model_validate(recorded[name]) if name in recorded else None
+        except ValueError:
+            raise DamagedFile(folder / META_FILE, f"its entry for {name} is garbled") from None
+        check_file(folder / name, expected, full=full)
 
 
 def _ordered(store: LawFAISS) -> Iterable[tuple[str, Document]]:
@@ -244,13 +277,9 @@ def _swap(new: Path, folder: Path) -> None:
     if folder.exists():
         os.replace(folder, old)
     os.replace(new, folder)
-    _fsync(folder.parent)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(folder.parent, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+    shutil.rmtree(old, ignore_errors=True)

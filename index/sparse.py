@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import threading
 import time
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +24,7 @@ import numpy as np
 from scipy import sparse
 
 from config import Settings
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
 
@@ -93,7 +94,7 @@ def build_sparse(
     terms = LatentTerms()
     keys = [cache_key(terms.model_id, t) for t in texts]
     fingerprint = content_hash(terms.model_id, *keys)
-    if _read_meta(folder).get("fingerprint") == fingerprint:
+    if _unchanged(folder, fingerprint):
         return SparseReport(len(texts), 0, time.perf_counter() - start, unchanged=True)
     cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite")
     try:
@@ -122,10 +123,11 @@ def load_sparse(
     settings: Settings, texts: Sequence[str] | None = None
 ) -> tuple[sparse.csr_matrix, list[str]] | None:
     """(matrix, chunk id of each row), or None (logged once) when it was not built or, given the `texts` it
-    should hold (as build_sparse got them), when it was built from other ones."""
+    should hold (as build_sparse got them), when it was built from other ones; DamagedFile when its meta.json
+    or matrix.npz is not what the build wrote."""
     folder = settings.index_dir / "sparse"
     meta = _read_meta(folder)
-    if not meta or not (folder / "matrix.npz").exists():
+    if not meta:
         logger.warning("No latent-term index in %s: that search is skipped (`ingest_adilet index` builds it)", folder)
         return None
     if texts is not None:
@@ -136,7 +138,12 @@ def load_sparse(
                 folder,
             )
             return None
-    matrix = sparse.load_npz(folder / "matrix.npz").tocsr()
+    path = folder / MATRIX_FILE
+    check_file(path, _recorded(folder, meta))
+    try:
+        matrix = sparse.load_npz(path).tocsr()
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:  # a short or garbled file
+        raise DamagedFile(path, f"not a sparse matrix ({type(err).__name__})") from None
     if matrix.shape[0] != len(meta.get("chunk_ids", [])):
         logger.warning("The latent-term index in %s is incomplete: that search is skipped until rebuilt", folder)
         return None
@@ -156,21 +163,50 @@ def _matrix(rows: Sequence[tuple[np.ndarray, np.ndarray]], dim: int) -> sparse.c
     return sparse.csr_matrix((data, indices, indptr), shape=(len(rows), dim))
 
 
+MATRIX_FILE = "matrix.npz"
+
+
 def _read_meta(folder: Any) -> dict[str, Any]:
+    """meta.json, {} when there is none; DamagedFile when it does not parse."""
+    path = folder / "meta.json"
     try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return {}
+    except ValueError as err:
+        raise DamagedFile(path, f"not JSON ({type(err).__name__})") from None
+    if not isinstance(meta, dict):
+        raise DamagedFile(path, "not a JSON object")
+    return meta
+
+
+def _recorded(folder: Any, meta: dict[str, Any]) -> FileDigest | None:
+    """The size and sha256 meta.json records for the matrix (None from a build older than them)."""
+    recorded = (meta.get("files") or {}).get(MATRIX_FILE)
+    try:
+        return FileDigest.model_validate(recorded) if recorded is not None else None
+    except ValueError:
+        raise DamagedFile(folder / "meta.json", f"its entry for {MATRIX_FILE} is garbled") from None
+
+
+def _unchanged(folder: Any, fingerprint: str) -> bool:
+    """The matrix on disk holds these texts and is whole; a damaged one is logged and rebuilt from the cache."""
+    try:
+        meta = _read_meta(folder)
+        if meta.get("fingerprint") != fingerprint:
+            return False
+        check_file(folder / MATRIX_FILE, _recorded(folder, meta))
+        return _recorded(folder, meta) is not None  # no checksums yet: rewritten (from the cache) to record them
+    except DamagedFile as err:
+        logger.warning("%s is damaged (%s): rebuilding the latent-term index from the cache", err.path, err.problem)
+        return False
 
 
 def _write(folder: Any, matrix: sparse.csr_matrix, chunk_ids: list[str], fingerprint: str) -> None:
-    """Meta removed, matrix written, then the meta naming its rows: a crash in between leaves no index (skipped,
-    rebuilt next time), never a matrix read with another build's rows."""
+    """Meta removed, matrix written, then the meta naming its rows and the matrix's size and sha256: a crash in
+    between leaves no index (skipped, rebuilt next time), never a matrix read with another build's rows."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "meta.json").unlink(missing_ok=True)
-    tmp = folder / "matrix.tmp.npz"
-    sparse.save_npz(tmp, matrix)
-    os.replace(tmp, folder / "matrix.npz")
-    meta = {"fingerprint": fingerprint, "chunk_ids": chunk_ids}
-    (folder / "meta.tmp.json").write_text(json.dumps(meta), encoding="utf-8")
-    os.replace(folder / "meta.tmp.json", folder / "meta.json")
+    digest = atomic_write(folder / MATRIX_FILE, lambda f: sparse.save_npz(f, matrix))
+    meta = {"fingerprint": fingerprint, "chunk_ids": chunk_ids, "files": {MATRIX_FILE: digest.model_dump()}}
+    atomic_write(folder / "meta.json", json.dumps(meta))

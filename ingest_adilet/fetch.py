@@ -10,12 +10,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config import Settings
-from corpus.errors import IngestError
+from corpus.errors import AdiletUnreachable, IngestError
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
 from ingest_adilet.html_parser import page_problem
 
 logger = logging.getLogger(__name__)
@@ -92,9 +94,9 @@ class AdiletFetcher:
         if lang not in SITE_LANG:
             raise ValueError(f"lang must be one of {sorted(SITE_LANG)}, not {lang!r}")
         path = self.cache_path(doc_id, lang)
-        if path.exists() and not refresh:
+        if path.exists() and not refresh and (html := self._cached(path)) is not None:
             logger.debug("%s/%s from cache %s", doc_id, lang, path)
-            return path.read_text(encoding="utf-8")
+            return html
 
         html, url = self._from_api(doc_id, lang)
         if html is None:
@@ -111,6 +113,8 @@ class AdiletFetcher:
         except _NotFound:
             logger.info("%s: not in the adilet API (404), trying the HTML page", doc_id)
             return None, url
+        except AdiletUnreachable:
+            raise
         except IngestError as err:
             logger.warning("%s: adilet API failed (%s), trying the HTML page", doc_id, err)
             return None, url
@@ -135,7 +139,9 @@ class AdiletFetcher:
         return html, str(response.url)
 
     def _get(self, url: str, *, doc_id: str, params: dict[str, str] | None = None) -> httpx.Response:
-        """GET after a polite delay; timeouts, connection errors, 429 and 5xx are retried with backoff."""
+        """GET after a polite delay; timeouts, dropped connections, 429 and 5xx are retried with backoff. A
+        connection that cannot be made at all (name resolution failed, refused) raises AdiletUnreachable at once:
+        retrying it would only make a machine without network wait for minutes."""
         s = self.settings
         attempts = 1 + max(0, s.http_retries)
         problem = ""
@@ -147,6 +153,12 @@ class AdiletFetcher:
                 response = self.client.get(
                     url, params=params, headers={"User-Agent": s.user_agent}, timeout=s.http_timeout
                 )
+            except httpx.ConnectError as err:
+                host = urlsplit(self.base_url).hostname or self.base_url
+                raise AdiletUnreachable(
+                    f"{host} is unreachable ({err or type(err).__name__}); use --from-dir DIR (a copy of the texts: "
+                    "rus/ID.txt, kaz/ID.txt, html/ID.html) or a data pack"
+                ) from None
             except (httpx.TimeoutException, httpx.TransportError) as err:
                 problem = f"{type(err).__name__} after {s.http_timeout:g} s"
                 logger.warning("%s: %s (attempt %d/%d) %s", doc_id, problem, attempt + 1, attempts, url)
@@ -173,19 +185,28 @@ class AdiletFetcher:
         if wait > 0:
             self._sleep(wait)
 
+    def _cached(self, path: Path) -> str | None:
+        """A cached download if it is what was written (size and sha256 in its .json); None (logged) when it
+        is damaged or its meta is: it is fetched again."""
+        try:
+            meta = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+            recorded = meta.get("file")
+            check_file(path, FileDigest.model_validate(recorded) if recorded else None)
+            return path.read_text(encoding="utf-8")
+        except (OSError, ValueError, DamagedFile) as err:  # ValueError: bad JSON, bad UTF-8, bad meta
+            logger.warning("cached download %s is damaged (%s): fetching it again", path, err)
+            return None
+
     def _store(self, path: Path, html: str, *, doc_id: str, lang: str, url: str) -> None:
-        """Write the download and its meta atomically, so that an interrupted run never leaves half a file."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write the download, then its meta with the download's size and sha256, each atomically."""
+        digest = atomic_write(path, html)
         meta = {
             "doc_id": doc_id,
             "lang": lang,
             "source_url": url,
             "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "chars": len(html),
+            "file": digest.model_dump(),
         }
-        meta_json = json.dumps(meta, ensure_ascii=False)
-        for target, content in ((path, html), (path.with_suffix(".json"), meta_json)):
-            tmp = target.with_suffix(target.suffix + ".tmp")
-            tmp.write_text(content, encoding="utf-8")
-            tmp.replace(target)
+        atomic_write(path.with_suffix(".json"), json.dumps(meta, ensure_ascii=False))
         logger.info("%s/%s fetched from %s (%d chars)", doc_id, lang, url, len(html))

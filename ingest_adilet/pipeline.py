@@ -20,9 +20,9 @@ from rich.table import Table
 
 from config import ADILET_SOURCES, PROJECT_DIR, AdiletSource, Settings
 from corpus.chunking import chunk_article
-from corpus.errors import IngestError, UserError
+from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
 from corpus.records import Article, Chunk, Lang, content_hash
-from corpus.store import DocumentEntry, DocumentRecords, Manifest, read_manifest, write_corpus
+from corpus.store import DocumentEntry, DocumentRecords, Manifest, check_corpus, write_corpus
 from ingest_adilet.text_parser import parse_text
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ PARSER_VERSION = "1"
 _PARSER_MODULES = ("ingest_adilet/headings.py", "ingest_adilet/articles.py", "ingest_adilet/text_parser.py",
                    "ingest_adilet/html_parser.py", "corpus/chunking.py", "corpus/records.py")
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
+LAYOUT = "rus/ID.txt, kaz/ID.txt, html/ID.html"
 
 Outcome = Literal["ingested", "unchanged", "skipped", "failed"]
 
@@ -167,13 +168,17 @@ def ingest(
     started = time.perf_counter()
     source_dir = source_dir or settings.source_dir
     if source_dir is not None and not Path(source_dir).is_dir():
-        raise UserError(
-            f"--from-dir {source_dir} is not a directory (expected rus/ID.txt, kaz/ID.txt, html/ID.html)"
-        )
+        raise UserError(f"--from-dir {source_dir} is not a directory (expected {LAYOUT})")
     docs = select_sources(doc_ids)
     lang_list: list[Lang] = list(dict.fromkeys(langs or settings.ingest_languages))
     corpus_dir = settings.corpus_dir
-    manifest = read_manifest(corpus_dir)
+    if source_dir is not None:
+        _require_texts(Path(source_dir), docs, lang_list)
+    try:
+        manifest, fresh = check_corpus(corpus_dir), False
+    except DataDamaged as err:  # nothing in it can be trusted as "unchanged": every document is parsed again
+        logger.warning("%s; rebuilding the whole corpus", err)
+        manifest, fresh = Manifest(), True
     report = IngestReport(corpus_dir)
     updates: list[DocumentRecords] = []
     jobs = [(doc, lang) for doc in docs for lang in lang_list]
@@ -192,12 +197,17 @@ def ingest(
         disable=not progress,
         transient=True,
     )
+    unreachable: AdiletUnreachable | None = None
     try:
         with bar:
             task = bar.add_task("", total=len(jobs))
             for doc, lang in jobs:
                 bar.update(task, description=f"{doc.doc_id} {lang}")
-                result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher)
+                try:
+                    result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher)
+                except AdiletUnreachable as err:  # no document will get through: stop at once
+                    unreachable = err
+                    break
                 report.results.append(result)
                 if records is not None:
                     updates.append(records)
@@ -205,9 +215,29 @@ def ingest(
     finally:
         if fetcher is not None:
             fetcher.close()
-    write_corpus(corpus_dir, updates)
+    write_corpus(corpus_dir, updates, fresh=fresh)  # what was fetched before the connection failed is kept
     report.seconds = time.perf_counter() - started
+    if unreachable is not None:
+        raise unreachable
     return report
+
+
+def _require_texts(source_dir: Path, docs: Sequence[AdiletSource], langs: Sequence[Lang]) -> None:
+    """UserError when `source_dir` holds no text of any requested document (a wrong or empty folder), before
+    anything is read or written."""
+    if any(_local_inputs_exist(source_dir, doc, lang) for doc in docs for lang in langs):
+        return
+    example = docs[0].doc_id if docs else "K1400000226"
+    raise UserError(
+        f"--from-dir {source_dir} holds no text of the requested documents in {', '.join(langs)}: expected "
+        f"{LAYOUT} (e.g. {source_dir / 'rus' / (example + '.txt')}) for the ids in ADILET_SOURCES (config.py); "
+        "nothing was ingested and the corpus was left as it was"
+    )
+
+
+def _local_inputs_exist(source_dir: Path, doc: AdiletSource, lang: Lang) -> bool:
+    html = lang == "ru" and (source_dir / "html" / f"{doc.doc_id}.html").is_file()
+    return html or (source_dir / SITE_DIR[lang] / f"{doc.doc_id}.txt").is_file()
 
 
 def _ingest_one(
@@ -249,6 +279,8 @@ def _ingest_one(
                 continue
             return _result(doc.doc_id, lang, "ingested", inp.source, records), records
         return DocumentResult(doc.doc_id, lang, "failed", reason="; ".join(errors)), None
+    except AdiletUnreachable:
+        raise
     except Exception as err:  # fetch errors and the like: report with the document id, keep going
         logger.debug("%s (%s) failed", doc.doc_id, lang, exc_info=True)
         reason = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+import corpus.files as files
 import corpus.store as store
 from config import SOURCES_BY_ID
 from corpus.chunking import chunk_article
-from corpus.errors import IndexNotReady
+from corpus.errors import DataDamaged, IndexNotReady
 from corpus.records import Article
 from corpus.store import DocumentRecords, load_articles, load_chunks, load_manifest, write_corpus
 from ingest_adilet.text_parser import parse_text
@@ -93,17 +94,17 @@ def test_a_failed_write_leaves_the_previous_corpus(tmp_path: Path, monkeypatch: 
         calls.append(dst)
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.os, "replace", replace_then_fail)
+    monkeypatch.setattr(files.os, "replace", replace_then_fail)
     with pytest.raises(OSError, match="disk full"):
         write_corpus(tmp_path, [records("Z1800000167")])
-    monkeypatch.setattr(store.os, "replace", real_replace)
+    monkeypatch.setattr(files.os, "replace", real_replace)
     assert calls, "the writer moves temporary files into place"
     assert digests(tmp_path) == before  # untouched, and no temporary file left behind
 
-    def fail_while_writing(path: Path, lines) -> Path:
+    def fail_while_writing(path: Path, lines) -> files.Staged:
         raise OSError("no space left")
 
-    monkeypatch.setattr(store, "_atomic_write", fail_while_writing)
+    monkeypatch.setattr(store, "stage_file", fail_while_writing)
     with pytest.raises(OSError):
         write_corpus(tmp_path, [records("Z1800000167")])
     assert digests(tmp_path) == before
@@ -114,16 +115,16 @@ def test_temporary_files_are_removed_when_a_write_fails(
 ) -> None:
     write_corpus(tmp_path, [records("Z2300000193")], now=T0)
     before = digests(tmp_path)
-    real = store._atomic_write
+    real = store.stage_file
     calls = []
 
-    def second_fails(path: Path, lines) -> Path:
+    def second_fails(path: Path, lines) -> files.Staged:
         calls.append(path.name)
         if len(calls) == 2:
             raise OSError("no space left")
         return real(path, lines)
 
-    monkeypatch.setattr(store, "_atomic_write", second_fails)
+    monkeypatch.setattr(store, "stage_file", second_fails)
     with pytest.raises(OSError):
         write_corpus(tmp_path, [records("Z1800000167")])
     assert digests(tmp_path) == before  # the first temporary file was removed, nothing else changed
@@ -133,3 +134,51 @@ def test_missing_corpus_says_how_to_build_it(tmp_path: Path) -> None:
     for load in (load_articles, load_chunks, load_manifest):
         with pytest.raises(IndexNotReady, match="python -m ingest_adilet"):
             load(tmp_path / "nowhere")
+
+
+def test_manifest_records_each_file_and_a_load_checks_it(tmp_path: Path) -> None:
+    manifest = write_corpus(tmp_path, [records("Z2300000193")], now=T0)
+    for name in ("articles.jsonl", "chunks.jsonl"):
+        assert manifest.files[name] == files.file_digest(tmp_path / name)
+    assert store.check_corpus(tmp_path) == manifest
+
+
+@pytest.mark.parametrize("name", ["articles.jsonl", "chunks.jsonl"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b[: len(b) // 2],  # truncated (mid-line)
+        lambda b: b[: b.index(b"\n") + 1],  # truncated at a line end: every line that is left parses
+        lambda b: b.replace("Статья".encode(), "СТАТЬЯ".encode(), 1),  # same size, other bytes
+    ],
+    ids=["mid-line", "line-end", "same-size"],
+)
+def test_a_damaged_file_is_named_with_the_ingest_command(tmp_path: Path, name: str, damage) -> None:
+    write_corpus(tmp_path / "corpus", [records("Z2300000193")], now=T0)
+    path = tmp_path / "corpus" / name
+    path.write_bytes(damage(path.read_bytes()))
+    load = load_articles if name == "articles.jsonl" else load_chunks
+    for check in (load, store.check_corpus):
+        with pytest.raises(DataDamaged) as err:
+            check(tmp_path / "corpus")
+        assert str(path) in str(err.value) and "damaged" in str(err.value)
+        assert f"python -m ingest_adilet --data-dir {tmp_path}" in str(err.value)
+
+
+def test_a_damaged_manifest_is_named(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "corpus", [records("Z2300000193")], now=T0)
+    (tmp_path / "corpus" / "manifest.json").write_bytes(b"")
+    for check in (load_manifest, load_chunks, store.check_corpus):
+        with pytest.raises(DataDamaged, match="manifest.json is damaged .*python -m ingest_adilet --data-dir"):
+            check(tmp_path / "corpus")
+
+
+def test_a_corpus_written_before_checksums_is_checked_by_parsing(tmp_path: Path) -> None:
+    write_corpus(tmp_path, [records("Z2300000193")], now=T0)
+    manifest = store.read_manifest(tmp_path)
+    (tmp_path / "manifest.json").write_text(manifest.model_copy(update={"files": {}}).model_dump_json())
+    assert store.check_corpus(tmp_path).documents == manifest.documents
+    chunks = tmp_path / "chunks.jsonl"
+    chunks.write_bytes(chunks.read_bytes()[:-10])
+    with pytest.raises(DataDamaged, match="chunks.jsonl is damaged .line \\d+ is not JSON"):
+        store.check_corpus(tmp_path)

@@ -11,6 +11,7 @@ import pytest
 from langchain_community.vectorstores import FAISS
 from langchain_core.documents import Document
 
+from corpus.files import DamagedFile, file_digest
 from index.faiss_store import LawFAISS, load_faiss, read_faiss_meta, save_faiss
 from tests.support.index import KeywordEmbeddings
 
@@ -94,7 +95,10 @@ def test_save_and_load_round_trip_without_pickle(
         "index.faiss",
         "meta.json",
     ]
-    assert read_faiss_meta(folder) == {"model_id": fake.model_id, "count": 6, "dim": 5}
+    meta = read_faiss_meta(folder)
+    assert {k: meta[k] for k in ("model_id", "count", "dim")} == {"model_id": fake.model_id, "count": 6, "dim": 5}
+    for name in ("index.faiss", "docstore.jsonl"):  # what a load checks the files against
+        assert meta["files"][name] == file_digest(folder / name).model_dump()
 
     def no_pickle(*args: object, **kwargs: object) -> None:
         raise AssertionError("load must not unpickle")
@@ -176,3 +180,49 @@ def test_filtered_search_equals_the_full_ranking_restricted(fake: KeywordEmbeddi
     store.add_embeddings([("late", vectors[0].tolist())], metadatas=[{"doc_id": "D99", "n": n}], ids=["late"])
     [(late, score)] = store.similarity_search_with_score_by_vector(vectors[0].tolist(), 5, {"doc_id": "D99"})
     assert late.page_content == "late" and score == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "problem"),
+    [
+        ("index.faiss", lambda p: p.write_bytes(p.read_bytes()[:-40]), "bytes, its build wrote"),
+        ("docstore.jsonl", lambda p: p.write_bytes(p.read_bytes()[:-7]), "bytes, its build wrote"),
+        # the same size, other bytes: only the sha256 tells
+        ("docstore.jsonl", lambda p: p.write_bytes(p.read_bytes().replace("кража".encode(), "КРАЖА".encode())),
+         "sha256"),
+        ("meta.json", lambda p: p.write_bytes(b""), "not JSON"),
+    ],
+)
+def test_a_damaged_file_is_named(store: LawFAISS, fake: KeywordEmbeddings, tmp_path: Path, name, damage, problem):
+    folder = tmp_path / "faiss"
+    save_faiss(store, folder, {"build": 1})
+    damage(folder / name)
+    with pytest.raises(DamagedFile, match=problem) as err:
+        load_faiss(folder, fake)
+    assert err.value.path == folder / name
+
+
+def test_an_index_without_checksums_is_still_checked_when_read(
+    store: LawFAISS, fake: KeywordEmbeddings, tmp_path: Path
+) -> None:
+    """An index written before sizes were recorded: faiss's and JSON's own errors become DamagedFile."""
+    import json
+
+    folder = tmp_path / "faiss"
+    save_faiss(store, folder, {"build": 1})
+    meta = json.loads((folder / "meta.json").read_text())
+    del meta["files"]
+    (folder / "meta.json").write_text(json.dumps(meta))
+    assert len(load_faiss(folder, fake).documents_in_order()) == 6
+    good = (folder / "docstore.jsonl").read_bytes()
+    (folder / "docstore.jsonl").write_bytes(good[:-9])  # a cut line (mid-character too: not UTF-8)
+    with pytest.raises(DamagedFile, match="does not parse"):
+        load_faiss(folder, fake)
+    (folder / "docstore.jsonl").write_bytes(good[: good.index(b"\n") + 1])  # cut at a line end
+    with pytest.raises(DamagedFile, match="1 documents for 6 vectors"):
+        load_faiss(folder, fake)
+    (folder / "docstore.jsonl").write_bytes(good)
+    index = folder / "index.faiss"
+    index.write_bytes(index.read_bytes()[:-40])
+    with pytest.raises(DamagedFile, match="not a faiss index"):
+        load_faiss(folder, fake)

