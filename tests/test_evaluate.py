@@ -9,14 +9,21 @@ import pytest
 
 from corpus.errors import UserError
 from retrieval.evaluate import (
+    ALONE,
+    GLUED,
+    WITH_HISTORY,
     Metrics,
     QuestionResult,
+    dialogue_chain,
+    evaluate_dialogues,
+    format_comparison,
     format_report,
     hit_at,
     main,
     make_report,
     ndcg_at,
     percentile,
+    read_dialogues,
     read_questions,
     recall_at,
     reciprocal_rank,
@@ -179,3 +186,74 @@ def test_cli_errors_say_what_to_fix(corpus_slice, tmp_path, capsys):
     assert code == 1 and "index" in capsys.readouterr().err.lower()
     assert main(["--questions", str(tmp_path / "nope.jsonl")], corpus_slice.settings) == 1
     assert "No question file" in capsys.readouterr().err
+
+
+# --- dialogues ------------------------------------------------------------------------------------
+
+
+def _dialogues(tmp_path):
+    lines = [
+        {"id": "fraud", "lang": "ru", "turns": ["Что будет за мошенничество?", "А если сумма крупная?"],
+         "relevant": [{"doc_id": UK, "article": "190"}]},
+        {"id": "switch", "lang": "ru",
+         "turns": ["Что будет за кражу?", "Другой вопрос: сколько может длиться испытательный срок?"],
+         "relevant": [{"doc_id": TK, "article": "36"}]},
+        {"id": "single", "turns": ["Какое наказание за кражу телефона?"],
+         "relevant": [{"doc_id": UK, "article": "188"}]},
+    ]
+    path = tmp_path / "talks.jsonl"
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_dialogue_reader_names_the_bad_line(tmp_path):
+    path = _dialogues(tmp_path)
+    assert [d.id for d in read_dialogues(path)] == ["fraud", "switch", "single"]
+    path.write_text(path.read_text(encoding="utf-8") + json.dumps({"id": "x", "turns": [], "relevant": []}) + "\n")
+    with pytest.raises(UserError, match=r"talks\.jsonl:4 is not a gold dialogue"):
+        read_dialogues(path)
+    with pytest.raises(UserError, match="No dialogue file"):
+        read_dialogues(tmp_path / "missing.jsonl")
+
+
+def test_dialogues_rank_the_last_turn_three_ways(bm25_retrieval, tmp_path):
+    chain = dialogue_chain(bm25_retrieval.settings, bm25_retrieval)
+    reports = evaluate_dialogues(chain, read_dialogues(_dialogues(tmp_path)), k=10, name="talks")
+    ranks = {
+        way: [reciprocal_rank(r.keys, set(r.relevant)) for r in report.results] for way, report in reports.items()
+    }
+    assert reports[WITH_HISTORY].overall.hit5 == 1.0
+    assert ranks[ALONE][0] < 0.2  # «А если сумма крупная?» alone does not find fraud
+    assert ranks[WITH_HISTORY][1] == ranks[ALONE][1]  # a change of subject: searched as the new question
+    assert ranks[WITH_HISTORY][2] == ranks[ALONE][2] == ranks[GLUED][2]  # one turn: nothing to understand
+    assert reports[WITH_HISTORY].name == "talks" and reports[ALONE].name == "talks (last turn alone)"
+    table = format_comparison("talks", reports)
+    assert table.index(ALONE) < table.index(GLUED) < table.index(WITH_HISTORY) and "MRR" in table
+
+
+def test_cli_evaluates_dialogues(shared_dir, tmp_path, capsys):
+    from config import Settings
+    from index.build import build_index
+    from ingest_adilet.pipeline import ingest
+
+    data = Settings(data_dir=tmp_path / "data", _env_file=None)
+    assert ingest(data, source_dir=shared_dir / "corpus", doc_ids=[DIGITAL_ASSETS], progress=False).ok
+    build_index(data, progress=False)
+    gold = tmp_path / "mining_talks.jsonl"
+    line = {"id": "m", "lang": "ru", "turns": ["Что такое цифровой майнинг?", "Нужна ли на него лицензия?"],
+            "relevant": [{"doc_id": DIGITAL_ASSETS, "article": "9"}]}
+    gold.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "rankings.jsonl"
+    code = main(["--dialogues", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], data)
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "mining_talks: article-level retrieval" in printed and "the last turn searched three ways" in printed
+    assert all(way in printed for way in (ALONE, GLUED, WITH_HISTORY))
+    [row] = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
+    assert row["id"] == "m" and len(row["hits"]) == 5
+
+
+def test_cli_needs_questions_or_dialogues(settings):
+    with pytest.raises(SystemExit) as exit_info:
+        main([], settings)
+    assert exit_info.value.code == 2
