@@ -92,10 +92,22 @@ class Purged:
     user_ids: tuple[int, ...]  # users whose stored state was deleted
 
 
+def _restrict(path: Path, mode: int) -> None:
+    """chmod `path` to `mode` if it is not already; say so when that is not allowed (someone else owns it)."""
+    current = path.stat().st_mode & 0o777
+    if current == mode:
+        return
+    try:
+        os.chmod(path, mode)
+    except PermissionError as err:
+        logger.warning("%s is %o, not %o, and cannot be changed (%s): run chmod %o %s", path, current, mode, err,
+                       mode, path)
+
+
 def private_dir(path: Path) -> Path:
     """Create `path` (and its parents) and make it owner-only (0700), whatever the umask or its old mode."""
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    os.chmod(path, DIR_MODE)
+    _restrict(path, DIR_MODE)
     return path
 
 
@@ -103,7 +115,7 @@ def _private_file(path: Path) -> None:
     """Create `path` owner-only (0600) before SQLite does (which would use the umask), or tighten it."""
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, FILE_MODE))
-    os.chmod(path, FILE_MODE)
+    _restrict(path, FILE_MODE)
 
 
 def _side_files(path: Path) -> list[Path]:
@@ -159,7 +171,7 @@ class FeedbackStore:
             db.execute("PRAGMA journal_mode=WAL")  # readers (/stats) do not block the writers
             db.executescript(_SCHEMA)
         for side in _side_files(self.path):  # SQLite gives them the database's mode; an old install may differ
-            os.chmod(side, FILE_MODE)
+            _restrict(side, FILE_MODE)
 
     def _move_aside(self) -> Path:
         """Rename the damaged file (and its -wal/-shm) to `<name>.corrupt-<timestamp>`; returns the new path."""
@@ -170,8 +182,11 @@ class FeedbackStore:
             n += 1
             target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
         for side in _side_files(self.path):
-            side.rename(target.with_name(target.name + side.name[len(self.path.name) :]))
+            moved = target.with_name(target.name + side.name[len(self.path.name) :])
+            side.rename(moved)
+            _restrict(moved, FILE_MODE)
         self.path.rename(target)
+        _restrict(target, FILE_MODE)
         return target
 
     @contextmanager
