@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from config import Settings
-from corpus.errors import IngestError
+from corpus.errors import AdiletUnreachable, IngestError
 from ingest_adilet.fetch import AdiletFetcher, api_text
 from tests.support.adilet_server import AdiletServer, Reply, article_body, serve_adilet
 
@@ -186,3 +186,40 @@ def test_bad_document_id_is_refused_before_any_request(local_settings, adilet_se
 )
 def test_api_text(payload, expected):
     assert api_text(payload) == expected
+
+
+def _refused_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on: bound, then closed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_refused_connection_fails_at_once_without_retries(settings, sleeps):
+    """No network: one attempt, no backoff, one message saying what to do instead (was: retried for minutes)."""
+    import time
+
+    unreachable = settings.model_copy(
+        update={"adilet_base_url": f"http://127.0.0.1:{_refused_port()}", "http_retries": 3, "http_backoff": 10.0}
+    )
+    started = time.perf_counter()
+    with AdiletFetcher(unreachable, sleep=sleeps) as fetcher, pytest.raises(AdiletUnreachable) as err:
+        fetcher.fetch(DOC, "ru")
+    assert time.perf_counter() - started < 5 and sleeps == []
+    assert "127.0.0.1 is unreachable" in str(err.value) and "use --from-dir DIR" in str(err.value)
+    assert "data pack" in str(err.value)
+    assert not fetcher.cache_path(DOC, "ru").exists()
+
+
+def test_a_damaged_cached_download_is_fetched_again(local_settings, adilet_server, sleeps, api_body):
+    adilet_server.route(API, Reply.json({"text_content": api_body}))
+    with AdiletFetcher(local_settings, sleep=sleeps) as fetcher:
+        first = fetcher.fetch(DOC, "ru")
+        path = fetcher.cache_path(DOC, "ru")
+        assert json.loads(path.with_suffix(".json").read_text())["file"]["size"] == path.stat().st_size
+        path.write_bytes(path.read_bytes()[:1000])  # a truncated download would parse into fewer articles
+        assert fetcher.fetch(DOC, "ru") == first
+    assert adilet_server.paths() == [API, API]
+    assert path.read_text(encoding="utf-8") == first
