@@ -7,13 +7,17 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from answer.context import clip, label
+from answer.context import clip, label, to_sources
 from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import load_phrases
-from config import CRIMINAL_CODE_ID, Settings
+from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID, Settings
 from retrieval.analyzer import analyze
+
+if TYPE_CHECKING:
+    from retrieval.pipeline import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -165,3 +169,25 @@ def extractive_answer(
     return Extract(
         "\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), (*quoted, *remedies)
     )
+
+
+def abstention(verdict: Verdict, *, lang: str, settings: Settings) -> str:
+    """The short reply when nothing answers (retrieval's verdict): the article that does not exist, with the
+    nearest existing ones only as "possibly" (named and linked, never quoted); the codes known when the
+    question names an unknown one; «what would you like to know» when it has no legal content."""
+    phrases = load_phrases(settings, lang)
+    if verdict.status == "unknown_code":
+        codes = ", ".join(dict.fromkeys(s.short(lang) for s in ADILET_SOURCES if s.kind == "code"))
+        return phrases.unknown_code.format(name=verdict.unknown_codes[0], codes=codes)
+    if verdict.status == "no_such_article":
+        lines = [
+            phrases.no_such_article.format(code=SOURCES_BY_ID[ref.doc_id].short(lang), article=ref.article)
+            if ref.doc_id in SOURCES_BY_ID
+            else phrases.no_such_article_anywhere.format(article=ref.article)
+            for ref in verdict.missing
+        ]
+        possibly = to_sources(verdict.suggestions, settings)
+        if possibly:
+            lines += ["", phrases.possibly, *(f"— {s.citation()}: {s.url}" for s in possibly)]
+        return "\n".join(lines)
+    return phrases.off_topic

@@ -5,18 +5,22 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
 
 from answer.context import format_context, to_sources
-from answer.extractive import extractive_answer
+from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model
 from answer.records import Answer
 from answer.templates import Phrases, load_phrases, load_template, select_template
 from config import Settings
+
+if TYPE_CHECKING:
+    from retrieval.pipeline import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -43,13 +47,20 @@ def answer_question(
     is_range: bool,
     settings: Settings,
     chat_model: Runnable | None = None,
+    verdict: Verdict | None = None,
 ) -> Answer:
     """Answer from the retrieved documents; the model when one answers and passes grounding, else the quotes.
 
     `chat_model` defaults to `build_chat_model(settings)`; build it once and pass it in to reuse its clients.
+    A `verdict` other than "answered" (retrieval found nothing that answers) gets its short reply, no model.
     """
     timings: dict[str, float] = {}
     start = t = time.perf_counter()
+    if verdict is not None and verdict.status != "answered":
+        text = abstention(verdict, lang=lang, settings=settings)
+        timings["answer_ms"] = (time.perf_counter() - start) * 1000
+        template = select_template(is_range, is_criminal)
+        return Answer(text, (), template, EXTRACTIVE, False, (f"verdict: {verdict.status}",), timings, verdict.status)
 
     def lap(name: str) -> None:
         nonlocal t

@@ -37,6 +37,12 @@ class Phrases(BaseModel):
     grounding_failed: str
     model_failed: str
     repealed: str
+    # what cannot be answered (retrieval's verdict): {code}, {article}, {name}, {codes} are filled in
+    no_such_article: str
+    no_such_article_anywhere: str
+    possibly: str
+    unknown_code: str
+    off_topic: str
 
 
 def select_template(is_range: bool, is_criminal: bool) -> TemplateName:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -10,10 +11,32 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
+from config import ADILET_SOURCES
+from retrieval.analyzer import analyze, normalize
 from retrieval.articles import ArticleChunks, ArticleKey
-from retrieval.query import QueryInfo
+from retrieval.query import ArticleRef, QueryInfo, analyze_query
 
 logger = logging.getLogger(__name__)
+
+SUGGESTIONS = 3
+YEARS_FROM = 1900  # existing articles offered as "possibly" for one that does not exist
+
+# «Кодекс о космосе», «Космический кодекс», «Ғарыш кодексі»: the word "code" with what names it (a word before it,
+# or «о/об …» after it). Whether that name is one of the registry's is the query analyzer's call, not this list's.
+_CODE_WORD = re.compile(r"(?<![^\W\d_])кодекс[^\W\d_]*")
+_WORD = re.compile(r"[^\W\d_]+")
+_RU_ADJECTIVE = re.compile(r"(?:ий|ый|ой|ого|ому|ом|ая|ую|ое|ым|ых|ее|его|ему)$")
+_KAZAKH_LETTERS = "әғқңөұүһі"
+_ABOUT = frozenset({"о", "об", "про"})
+_STATE = frozenset({"рк", "қр", "республики", "казахстан", "республикасының", "қазақстан"})
+# Words before «кодекс» that point at a code without naming one («по какому кодексу», «осы кодекс»).
+_POINTERS = frozenset(
+    "какой какого какому каком какая какую какие этот этого этому этом этот данный данного данному данном "
+    "тот того том настоящий настоящего настоящему соответствующий соответствующего соответствующему "
+    "который которого которому любой любого другой другого новый новому нового действующий действующего "
+    "весь всего всему казахский казахского казахском казахстанский казахстанского казахстанском "
+    "қай қандай осы бұл сол тиісті барлық жаңа".split()
+)
 
 
 class ExplicitRetriever(BaseRetriever):
@@ -45,6 +68,24 @@ class ExplicitRetriever(BaseRetriever):
                 logger.info("Question names %s article %s, which the corpus lacks", ref.doc_id, ref.article)
         return out
 
+    def missing(self, info: QueryInfo) -> list[ArticleRef]:
+        """Referenced articles that do not exist: of the named code, or (no code named) of any document.
+
+        A number from 1900 on with no code is more likely a year the analysis took for a reference («стало
+        2027» reads as «ст. 2027»): it is not called a missing article."""
+        return [
+            ref
+            for ref in dict.fromkeys(info.refs)
+            if ((ref.doc_id, ref.article) not in self.articles if ref.doc_id
+                else _number(ref.article) < YEARS_FROM and not self.articles.documents_with_number(ref.article))
+        ]
+
+    def nearest(self, ref: ArticleRef, n: int = SUGGESTIONS) -> list[ArticleKey]:
+        """The n existing articles of the referenced code whose numbers are closest to the reference's."""
+        target = _number(ref.article)
+        keys = [k for k in self.articles.by_article if k[0] == ref.doc_id]
+        return sorted(keys, key=lambda k: (abs(_number(k[1]) - target), _number(k[1])))[:n]
+
     @staticmethod
     def unresolved(info: QueryInfo) -> list[str]:
         """Article numbers referred to without a code."""
@@ -61,3 +102,60 @@ class ExplicitRetriever(BaseRetriever):
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         return self.documents(self.analyze(query))
+
+
+def _number(article: str) -> float:
+    """«188-1» → 188.001: articles ordered as the code orders them."""
+    main, _, sub = article.partition("-")
+    return int(main) + (int(sub) / 1000 if sub.isdigit() else 0.0) if main.isdigit() else float("inf")
+
+
+def unknown_codes(question: str) -> tuple[str, ...]:
+    """Names of codes the question refers to that the registry does not know («Кодекс о космосе»), as written.
+
+    A name counts when «кодекс» comes with what names it: an adjective before it (Russian), any word but a
+    pointer before it (Kazakh: «Ғарыш кодексі»), or «о/об …» after it; the query analyzer, which knows every
+    name of every registered code, then finds no code in it.
+    """
+    norm = normalize(question)
+    out: list[str] = []
+    for m in _CODE_WORD.finditer(norm):
+        before = _WORD.findall(norm[: m.start()])
+        while before and before[-1] in _STATE:
+            before.pop()
+        after = [w for w in _WORD.findall(norm[m.end() :])[:6]]
+        while after and after[0] in _STATE:
+            after.pop(0)
+        kazakh = any(c in _KAZAKH_LETTERS for c in norm)
+        named_before = bool(before) and before[-1] not in _POINTERS and (
+            kazakh or bool(_RU_ADJECTIVE.search(before[-1]))
+        )
+        named_after = bool(after) and after[0] in _ABOUT and len(after) > 1
+        if not (named_before or named_after):
+            continue
+        start = norm.rfind(before[-1], 0, m.start()) if named_before else m.start()
+        end = m.end()
+        if named_after:
+            tail = re.search(rf"{re.escape(after[1])}", norm[m.end() :])
+            end = m.end() + tail.end() if tail else m.end()
+            # «о браке и семье»: the words joined by «и/және» belong to the name too
+            rest = re.match(r"(?:\s*(?:,|и|және)\s*[^\W\d_]+)+", norm[end:])
+            end += rest.end() if rest else 0
+        phrase = question[start:end]
+        if analyze_query(question[start:]).codes or _in_a_title(phrase):
+            continue
+        out.append(phrase.strip())
+    return tuple(dict.fromkeys(out))
+
+
+def _in_a_title(phrase: str) -> bool:
+    """Whether a registered document's full title has every word of the name («Кодекс РК о браке и семье»,
+    a form the aliases lack): then it is not an unknown code."""
+    lang = "kk" if any(c in _KAZAKH_LETTERS for c in phrase.lower()) else "ru"
+    stems = set(analyze(phrase, lang)) - set(analyze(" ".join(_STATE) + " кодекс кодексі", lang))
+    return bool(stems) and any(stems <= _title_stems(s.doc_id) for s in ADILET_SOURCES)
+
+
+def _title_stems(doc_id: str) -> frozenset[str]:
+    src = next(s for s in ADILET_SOURCES if s.doc_id == doc_id)
+    return frozenset(analyze(src.title_ru, "ru")) | frozenset(analyze(src.title_kk, "kk"))

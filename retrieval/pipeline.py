@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever, RetrieverLike
@@ -28,7 +28,7 @@ from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
 from retrieval.ensemble import ScoredEnsembleRetriever
-from retrieval.explicit import ExplicitRetriever
+from retrieval.explicit import ExplicitRetriever, unknown_codes
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
 from retrieval.remedies import pick_route
@@ -61,13 +61,31 @@ class Ranked(NamedTuple):
     via: str
 
 
+Status = Literal["answered", "no_such_article", "unknown_code", "off_topic"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the corpus answers the question, and if not, why: a named article that does not exist
+    (`missing`, with the nearest existing ones as `suggestions`), a code the registry lacks (`unknown_codes`,
+    as written), or nothing relevant found (`relevance` below its setting: see `Retrieval.relevance`)."""
+
+    status: Status = "answered"
+    missing: tuple[ArticleRef, ...] = ()
+    suggestions: tuple[Document, ...] = ()
+    unknown_codes: tuple[str, ...] = ()
+    relevance: tuple[str, float] | None = None  # (signal, value), e.g. ("dense", 0.81); None: not needed
+
+
 @dataclass(frozen=True)
 class RetrievalResult:
-    """The analyzed question, one Document per article (best first), and how long each step took (ms)."""
+    """The analyzed question, one Document per article (best first; none unless the verdict is "answered"),
+    the verdict, and how long each step took (ms)."""
 
     query: QueryInfo
     docs: list[Document]
     timings: dict[str, float] = field(default_factory=dict)
+    verdict: Verdict = Verdict()
 
 
 class Retrieval:
@@ -325,9 +343,13 @@ class Retrieval:
         timings: dict[str, float] = {}
         start = time.perf_counter()
         info, ranked = self._ranked(question, timings)
+        scores = self._chunk_scores(info)
+        verdict = self.verdict(info, scores)
+        if verdict.status != "answered":
+            timings["total_ms"] = (time.perf_counter() - start) * 1000
+            return RetrievalResult(query=info, docs=[], timings=timings, verdict=verdict)
         n_explicit = sum(1 for r in ranked if r.via == "explicit")
         top = ranked[: max(self.settings.rerank_top_n, n_explicit)]
-        scores = self._chunk_scores(info)
         docs: list[Document] = []
         for rank, (key, found, score, via) in enumerate(top, start=1):
             extra: dict[str, object] = {"rank": rank, "explicit": via == "explicit"}
@@ -345,7 +367,45 @@ class Retrieval:
                 )
             )
         timings["total_ms"] = (time.perf_counter() - start) * 1000
-        return RetrievalResult(query=info, docs=docs, timings=timings)
+        return RetrievalResult(query=info, docs=docs, timings=timings, verdict=verdict)
+
+    def verdict(self, info: QueryInfo, chunk_scores=None) -> Verdict:  # noqa: ANN001 - numpy array or None
+        """Whether to answer: a named existing article is answered; a code the registry lacks or an article
+        that does not exist is said so; a question naming neither whose relevance is below its setting is
+        off-topic."""
+        if self.explicit.keys(info) or not self.stages.explicit:
+            return Verdict()
+        if unknown := unknown_codes(info.text):
+            return Verdict("unknown_code", unknown_codes=unknown)
+        missing = self.explicit.missing(info)
+        if missing and len(missing) == len(set(info.refs)):
+            near = dict.fromkeys(k for ref in missing if ref.doc_id for k in self.explicit.nearest(ref))
+            suggestions = tuple(
+                self.articles.article_document(k, info.lang, self.settings.context_max_chars, possibly=True)
+                for k in near
+            )
+            return Verdict("no_such_article", missing=tuple(missing), suggestions=suggestions)
+        if info.refs or info.codes:
+            return Verdict()
+        signal = self.relevance(info, chunk_scores)
+        floor = self.settings.off_topic_dense if signal[0] == "dense" else self.settings.off_topic_bm25
+        return Verdict("off_topic" if signal[1] < floor else "answered", relevance=signal)
+
+    def relevance(self, info: QueryInfo, chunk_scores=None) -> tuple[str, float]:  # noqa: ANN001
+        """How well the corpus matches the question at all: the best cosine similarity of the dense search
+        when it runs ("dense"), else the best BM25 score of a chunk ("bm25", the augmented question's terms);
+        both measured against the gold questions and off-topic probes by bench/abstain.py."""
+        if self.vector_store is not None:
+            from index.build import metadata_filter
+
+            conds = {"lang": self.settings.dense_lang} if self.settings.dense_lang is not None else {}
+            hits = self.vector_store.similarity_search_with_score(
+                self._dense_query(info.augmented), k=1, **({"filter": metadata_filter(**conds)} if conds else {})
+            )
+            return "dense", float(hits[0][1]) if hits else 0.0
+        if chunk_scores is None:
+            chunk_scores = self._chunk_scores(info)
+        return "bm25", float(chunk_scores.max()) if chunk_scores is not None and len(chunk_scores) else 0.0
 
     def _chunk_scores(self, info: QueryInfo):  # noqa: ANN202 - numpy array or None
         """BM25 score of every chunk for the question, to pick each article's best-matching chunks."""
