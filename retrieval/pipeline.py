@@ -68,13 +68,13 @@ Status = Literal["answered", "no_such_article", "unknown_code", "off_topic"]
 class Verdict:
     """Whether the corpus answers the question, and if not, why: a named article that does not exist
     (`missing`, with the nearest existing ones as `suggestions`), a code the registry lacks (`unknown_codes`,
-    as written), or nothing relevant found (`relevance` below its setting: see `Retrieval.relevance`)."""
+    as written), or nothing relevant found (`relevance` below the settings: see `Retrieval.relevance`)."""
 
     status: Status = "answered"
     missing: tuple[ArticleRef, ...] = ()
     suggestions: tuple[Document, ...] = ()
     unknown_codes: tuple[str, ...] = ()
-    relevance: tuple[str, float] | None = None  # (signal, value), e.g. ("dense", 0.81); None: not needed
+    relevance: tuple[tuple[str, float], ...] = ()  # (signal, value) of each search, e.g. ("bm25", 7.9)
 
 
 @dataclass(frozen=True)
@@ -387,14 +387,22 @@ class Retrieval:
             return Verdict("no_such_article", missing=tuple(missing), suggestions=suggestions)
         if info.refs or info.codes:
             return Verdict()
-        signal = self.relevance(info, chunk_scores)
-        floor = self.settings.off_topic_dense if signal[0] == "dense" else self.settings.off_topic_bm25
-        return Verdict("off_topic" if signal[1] < floor else "answered", relevance=signal)
+        signals = self.relevance(info, chunk_scores)
+        floors = {"bm25": self.settings.off_topic_bm25, "dense": self.settings.off_topic_dense}
+        # Every measured signal has a say (a threshold of 0 is not measured yet): off-topic only when all are
+        # below theirs, so each keeps whatever gold question it keeps alone.
+        votes = [value < floors[name] for name, value in signals if floors[name] > 0]
+        return Verdict("off_topic" if votes and all(votes) else "answered", relevance=signals)
 
-    def relevance(self, info: QueryInfo, chunk_scores=None) -> tuple[str, float]:  # noqa: ANN001
-        """How well the corpus matches the question at all: the best cosine similarity of the dense search
-        when it runs ("dense"), else the best BM25 score of a chunk ("bm25", the augmented question's terms);
-        both measured against the gold questions and off-topic probes by bench/abstain.py."""
+    def relevance(self, info: QueryInfo, chunk_scores=None) -> tuple[tuple[str, float], ...]:  # noqa: ANN001
+        """How well the corpus matches the question at all, by each search that runs: ("bm25", the best BM25
+        score of a chunk for the augmented question) and ("dense", the best cosine similarity of a chunk);
+        measured against the gold questions and off-topic probes by bench/abstain.py."""
+        out: list[tuple[str, float]] = []
+        if self.bm25 is not None:
+            if chunk_scores is None:
+                chunk_scores = self._chunk_scores(info)
+            out.append(("bm25", float(chunk_scores.max()) if len(chunk_scores) else 0.0))
         if self.vector_store is not None:
             from index.build import metadata_filter
 
@@ -402,10 +410,8 @@ class Retrieval:
             hits = self.vector_store.similarity_search_with_score(
                 self._dense_query(info.augmented), k=1, **({"filter": metadata_filter(**conds)} if conds else {})
             )
-            return "dense", float(hits[0][1]) if hits else 0.0
-        if chunk_scores is None:
-            chunk_scores = self._chunk_scores(info)
-        return "bm25", float(chunk_scores.max()) if chunk_scores is not None and len(chunk_scores) else 0.0
+            out.append(("dense", float(hits[0][1]) if hits else 0.0))
+        return tuple(out)
 
     def _chunk_scores(self, info: QueryInfo):  # noqa: ANN202 - numpy array or None
         """BM25 score of every chunk for the question, to pick each article's best-matching chunks."""
