@@ -156,8 +156,8 @@ class AdiletFetcher:
             except httpx.ConnectError as err:
                 host = urlsplit(self.base_url).hostname or self.base_url
                 raise AdiletUnreachable(
-                    f"{host} is unreachable ({err or type(err).__name__}); use --from-dir DIR (a copy of the texts: "
-                    "rus/ID.txt, kaz/ID.txt, html/ID.html) or a data pack"
+                    f"{host} is unreachable; use --from-dir DIR or a data pack ({err or type(err).__name__}; DIR "
+                    "holds a copy of the texts: rus/ID.txt, kaz/ID.txt, html/ID.html)"
                 ) from None
             except (httpx.TimeoutException, httpx.TransportError) as err:
                 problem = f"{type(err).__name__} after {s.http_timeout:g} s"
