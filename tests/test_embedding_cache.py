@@ -76,3 +76,27 @@ def test_queries_are_not_cached(tmp_path: Path) -> None:
     cache = EmbeddingCache(tmp_path / "e.sqlite")
     q = CachedEmbeddings(fake, cache).embed_query("кража")
     assert q == fake.vector("кража") and len(cache) == 0
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.write_bytes(p.read_bytes()[: p.stat().st_size // 2]),  # truncated: "disk image is malformed"
+        lambda p: p.write_bytes(b"\0garbage" * 16 + p.read_bytes()[128:]),  # header overwritten: "not a database"
+    ],
+    ids=["truncated", "overwritten"],
+)
+def test_a_damaged_cache_is_moved_aside_and_a_new_one_started(tmp_path: Path, damage, caplog) -> None:
+    path = tmp_path / "embeddings.sqlite"
+    cache = EmbeddingCache(path)
+    cache.put_many([(cache_key("m", t), np.ones(384)) for t in texts(300)])  # several pages
+    cache.close()
+    damage(path)
+    with caplog.at_level("WARNING", logger="index.cache"):
+        fresh = EmbeddingCache(path)
+    assert len(fresh) == 0 and "is damaged" in caplog.text
+    [aside] = [p for p in tmp_path.iterdir() if ".damaged-" in p.name]
+    assert aside.name in caplog.text
+    fake = KeywordEmbeddings(WORDS)
+    CachedEmbeddings(fake, fresh).embed_documents(texts(3))  # the build goes on: it embeds again
+    assert len(fake.embedded) == 3 and len(fresh) == 3
