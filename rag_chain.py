@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import logging
 import sys
@@ -26,6 +27,7 @@ from config import Settings
 from corpus.errors import QAError, UserError
 from corpus.records import Article
 from corpus.store import load_articles
+from retrieval.analyzer import clean_text
 from retrieval.pipeline import Retrieval
 from retrieval.query import analyze_query
 
@@ -60,7 +62,12 @@ class QAChain:
     def invoke(self, question: str, history: Sequence[Exchange] = ()) -> QAResult:
         """Answer `question`; `history`, the earlier exchanges of the conversation (oldest first), lets a
         follow-up («А если сумма крупная?») be understood in their context."""
-        question = " ".join(question.split())
+        # Cleaned at the edge: invalid UTF-8 read as lone surrogates would crash the embedder's encoder.
+        question = " ".join(clean_text(question).split())
+        history = [
+            dataclasses.replace(e, question=clean_text(e.question), search_question=clean_text(e.search_question))
+            for e in history
+        ]
         if not question:
             raise QAError("Вопрос пустой: напишите, что вас интересует. / Сұрақ бос: не білгіңіз келетінін жазыңыз.")
         if len(question) > MAX_QUESTION_CHARS:
@@ -115,6 +122,7 @@ class QAChain:
     def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
         """The article `number` of the code people call `code` («УК», «ҚК», «КоАП РК»), in `lang` when available."""
         # The query analyzer already knows every name of every code, and where the Civil Code splits in two.
+        code, number = clean_text(code), clean_text(number)
         for ref in analyze_query(f"статья {number.strip().rstrip('.')} {code}").refs[:1]:
             for want in (lang, "ru", "kk"):
                 if art := self._articles.get((ref.doc_id, want, ref.article)):

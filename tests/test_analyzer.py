@@ -11,7 +11,7 @@ import pytest
 import snowballstemmer
 
 from ingest_adilet.text_parser import parse_text
-from retrieval.analyzer import analyze, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
+from retrieval.analyzer import analyze, clean_text, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
 
 
 @pytest.fixture(scope="module")
@@ -178,3 +178,12 @@ def test_russian_stems_are_the_same_from_many_threads(rus_words: list[str]) -> N
     assert wrong == {}
     # and what is remembered afterwards is right too
     assert {w: stem(w, "ru") for w in rus_words} == expected
+
+
+def test_clean_text_makes_outside_text_safe() -> None:
+    # invalid UTF-8 from argv or JSON escapes comes as lone surrogates, which no encoder accepts
+    assert clean_text("кража \udcff\udcfe телефона") == "кража \ufffd\ufffd телефона"
+    assert clean_text("\ud83d\ude00") == "😀"  # a pair written as two escapes is its character
+    assert clean_text("кра\u00adжа\u200b\x00тел\ufeff") == "кража тел"
+    assert clean_text("и\u0306 ") == "й "  # NFC
+    assert clean_text("строка\nи\tтаб") == "строка\nи\tтаб"
