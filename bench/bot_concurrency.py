@@ -15,11 +15,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
+from telegram.ext import Application
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,32 +60,45 @@ def cpu_chain(delay: float, rate: float) -> ScriptedQA:
     return Burn()
 
 
+def bot_settings(api: BotAPIServer, data_dir: Path) -> Settings:
+    """Settings of a bot talking to the local Bot API server, keeping its state in `data_dir`."""
+    return Settings(
+        data_dir=data_dir,
+        _env_file=None,
+        telegram_bot_token=SecretStr(api.token),
+        telegram_api_url=api.base_url,
+        telegram_file_url=api.base_file_url,
+    )
+
+
+@asynccontextmanager
+async def serving(app: Application) -> AsyncIterator[Application]:
+    """The bot polling the local server (as run_polling() does, without owning the event loop)."""
+    async with app:
+        await app.start()
+        await app.updater.start_polling(poll_interval=0.0, timeout=1)
+        try:
+            yield app
+        finally:
+            await app.updater.stop()
+            await app.stop()
+    app.bot_data["services"].executor.shutdown()
+
+
 async def run(
     users: int, workers: int, delay: float, kind: str, data_dir: Path, rate: float
 ) -> dict[str, float]:
     """Seconds from the moment all questions are queued to each answer."""
     qa = ScriptedQA(delay=delay) if kind == "sleep" else cpu_chain(delay, rate)
     async with BotAPIServer() as api:
-        settings = Settings(
-            data_dir=data_dir,
-            _env_file=None,
-            telegram_bot_token=SecretStr(api.token),
-            telegram_api_url=api.base_url,
-            telegram_file_url=api.base_file_url,
-        )
-        app = build_application(settings, qa=qa, lookup=lambda *a, **k: None, qa_workers=workers)
-        async with app:
-            await app.start()
-            await app.updater.start_polling(poll_interval=0.0, timeout=1)
+        app = build_application(bot_settings(api, data_dir), qa=qa, lookup=lambda *a, **k: None, qa_workers=workers)
+        async with serving(app):
             since = len(api.requests)
             started = time.monotonic()
             for user in range(users):
                 api.push(message_update(10_000 + user, f"Вопрос {user}"))
             await api.wait_for(lambda s: len(s.calls("sendMessage", since=since)) >= users, timeout=600)
             answers = [r.at - started for r in api.calls("sendMessage", since=since)]
-            await app.updater.stop()
-            await app.stop()
-        app.bot_data["services"].executor.shutdown()
     return {"last": max(answers), "median": statistics.median(answers), "first": min(answers)}
 
 
