@@ -11,9 +11,10 @@ and returning an `Understood`:
      (without the marker);
   2. a message naming its own article of a code («ст. 188 УК») → alone;
   3. a message opening as a continuation («а», «и», «ещё», «а если», «ал», «ал егер», «тағы», …) → with context;
-  4. a message whose own search is focused on one document (most of its top articles in it) that the previous
-     answer did not cite — a question with strong matches of its own elsewhere — → alone, unless it leans on the
-     conversation with a pronoun («ему», «её», «ол», …) and names no legal topic (synonym entry, code) of its own;
+  4. a message that names a legal topic of its own (a synonym entry, a code, a crime after a non-crime), or is
+     long (≥ 6 search terms) without leaning on the conversation with a pronoun («ему», «её», «ол», …), and whose
+     own search is focused on one document (most of its top 5 articles in it) that the previous answer did not
+     cite — a question with strong matches of its own elsewhere — → alone;
   5. anything else (short, elliptical, or the same area of law) → with context.
 
   "With context" searches the previous turn's search question (which already carries its own context when it
