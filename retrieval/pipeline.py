@@ -30,6 +30,7 @@ from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
 from retrieval.ensemble import ScoredEnsembleRetriever
 from retrieval.explicit import ExplicitRetriever, unknown_codes
 from retrieval.law_aware import LawAwareRetriever
+from retrieval.learned import LearnedRanker
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
 from retrieval.remedies import pick_route
 from retrieval.rerank import FloatFlashrankRerank, load_reranker
@@ -49,6 +50,7 @@ class Stages:
     law_aware: bool = True
     rerank: bool = True
     remedies: bool = True
+    learned: bool = True  # the learned second stage (retrieval/learned.py), when its model loads
 
 
 class Ranked(NamedTuple):
@@ -100,6 +102,7 @@ class Retrieval:
         vector_store: VectorStore | None,
         latent: ChunkBM25Retriever | None = None,
         reranker: FloatFlashrankRerank | None = None,
+        learned: LearnedRanker | None = None,
         stages: Stages = Stages(),
     ) -> None:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
@@ -108,11 +111,12 @@ class Retrieval:
         self.settings = settings
         self.articles = articles
         self.stages = stages
-        self._loaded = (bm25, vector_store, latent, reranker)
+        self._loaded = (bm25, vector_store, latent, reranker, learned)
         self.bm25 = bm25 if stages.bm25 else None
         self.vector_store = vector_store if stages.dense else None
         self.latent = latent if stages.sparse and settings.sparse_weight > 0 else None
         self.reranker = reranker if stages.rerank else None
+        self.learned = learned if stages.learned else None
         if self.bm25 is None and self.vector_store is None and self.latent is None:
             raise ValueError("Retrieval needs at least one search: BM25, a vector store or latent terms")
         self.analyze = lru_cache(maxsize=1024)(self._analyze)
@@ -149,6 +153,8 @@ class Retrieval:
             latent_index = latent_index or load_latent_index(settings, chunks)
             latent = build_latent(articles, latent_index, settings) if latent_index else None
         reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
+        searches = [n for n, on in (("bm25", bm25), ("dense", vector_store), ("latent", latent)) if on is not None]
+        learned = LearnedRanker.load(settings, searches) if stages.learned else None
         logger.info(
             "Retrieval ready in %.1f s (%d chunks, %d articles; corpus %.1f s, BM25 %.1f s, dense %.1f s%s)",
             time.perf_counter() - start,
@@ -157,7 +163,9 @@ class Retrieval:
             loaded - start,
             indexed - loaded,
             time.perf_counter() - indexed,
-            (", latent terms on" if latent else "") + (", reranker on" if reranker else ""),
+            (", latent terms on" if latent else "")
+            + (", learned ranker on" if learned else "")
+            + (", reranker on" if reranker else ""),
         )
         return cls(
             settings,
@@ -166,16 +174,23 @@ class Retrieval:
             vector_store=vector_store,
             latent=latent,
             reranker=reranker,
+            learned=learned,
             stages=stages,
         )
 
     def variant(
-        self, stages: Stages | None = None, *, reranker: FloatFlashrankRerank | None = None, **settings: object
+        self,
+        stages: Stages | None = None,
+        *,
+        reranker: FloatFlashrankRerank | None = None,
+        learned: LearnedRanker | None = None,
+        **settings: object,
     ) -> Retrieval:
         """The same loaded corpus, BM25, vector store and reranker (or the one given) with other stages or
         settings: nothing is rebuilt, but BM25 when its analyzer changes (bm25_phrases)."""
-        bm25, vector_store, latent, loaded_reranker = self._loaded
+        bm25, vector_store, latent, loaded_reranker, loaded_learned = self._loaded
         reranker = reranker or loaded_reranker
+        learned = learned or loaded_learned
         changed = self.settings.model_copy(update=settings)
         if bm25 is not None and changed.bm25_phrases != self.settings.bm25_phrases:
             bm25 = build_bm25(self.articles.documents, changed)
@@ -186,6 +201,7 @@ class Retrieval:
             vector_store=vector_store,
             latent=latent,
             reranker=reranker,
+            learned=learned,
             stages=stages or self.stages,
         )
 
@@ -208,7 +224,8 @@ class Retrieval:
     def _searches(self, where: dict[str, str] | None) -> list[tuple[float, RetrieverLike]]:
         """(weight, search) of each first-stage search that is on, optionally limited to metadata values; each
         takes the question and reads it its own way (BM25 and dense: augmented; latent terms: as asked)."""
-        k = self.settings.first_stage_k
+        # The learned stage ranks each search's top pool_k, as deep as its model was trained on.
+        k = self.learned.pool_k if self.learned else self.settings.first_stage_k
         augmented = RunnableLambda(self._augmented, name="augmented")
         out: list[tuple[float, RetrieverLike]] = []
         if self.bm25 is not None:
@@ -279,6 +296,8 @@ class Retrieval:
         if not any(ch.isalnum() for ch in question):
             return info, []  # nothing to search for: no arbitrary articles for "" or "?"
         candidates = self.candidates(question)
+        if self.learned is not None and candidates:
+            candidates = self.learned.rerank(self, question, candidates)
         t2 = time.perf_counter()
         if self.reranker is not None and candidates:
             n = self.reranker.top_n
@@ -311,8 +330,9 @@ class Retrieval:
             key = key_of(d)
             if key not in seen:
                 seen.add(key)
-                out.append(Ranked(key, d, float(d.metadata.get("score", 0.0)), "found"))
-        if self.stages.remedies and self.settings.remedies:
+                via = "remedy" if d.metadata.get("remedy") else "found"
+                out.append(Ranked(key, d, float(d.metadata.get("score", 0.0)), via))
+        if self.stages.remedies and self.settings.remedies and self.learned is None:  # the model places them
             out = self._with_remedies(info, out)
         return info, out
 

@@ -159,7 +159,8 @@ def corpus_slice(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     from corpus.store import load_chunks
     from ingest_adilet.pipeline import ingest
 
-    settings = Settings(data_dir=tmp_path_factory.mktemp("retrieval") / "data", _env_file=None)
+    # No learned ranker: the shipped one is trained on the whole corpus; tests/test_learned.py trains its own.
+    settings = Settings(data_dir=tmp_path_factory.mktemp("retrieval") / "data", _env_file=None, learned_ranker=False)
     report = ingest(settings, source_dir=shared_dir / "corpus", doc_ids=SLICE_DOC_IDS, progress=False)
     assert report.ok, report.failures
     return CorpusSlice(settings, load_chunks(settings.corpus_dir))
