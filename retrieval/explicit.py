@@ -19,7 +19,7 @@ from retrieval.query import ArticleRef, QueryInfo, analyze_query
 logger = logging.getLogger(__name__)
 
 SUGGESTIONS = 3
-YEARS_FROM = 1900  # existing articles offered as "possibly" for one that does not exist
+YEARS = range(1900, 2101)  # existing articles offered as "possibly" for one that does not exist
 
 # «Кодекс о космосе», «Космический кодекс», «Ғарыш кодексі»: the word "code" with what names it (a word before it,
 # or «о/об …» after it). Whether that name is one of the registry's is the query analyzer's call, not this list's.
@@ -71,13 +71,13 @@ class ExplicitRetriever(BaseRetriever):
     def missing(self, info: QueryInfo) -> list[ArticleRef]:
         """Referenced articles that do not exist: of the named code, or (no code named) of any document.
 
-        A number from 1900 on with no code is more likely a year the analysis took for a reference («стало
+        A number from 1900 to 2100 with no code is more likely a year the analysis took for a reference («стало
         2027» reads as «ст. 2027»): it is not called a missing article."""
         return [
             ref
             for ref in dict.fromkeys(info.refs)
             if ((ref.doc_id, ref.article) not in self.articles if ref.doc_id
-                else _number(ref.article) < YEARS_FROM and not self.articles.documents_with_number(ref.article))
+                else _number(ref.article) not in YEARS and not self.articles.documents_with_number(ref.article))
         ]
 
     def nearest(self, ref: ArticleRef, n: int = SUGGESTIONS) -> list[ArticleKey]:
