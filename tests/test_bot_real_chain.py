@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 
 import pytest
@@ -39,3 +40,25 @@ async def test_question_and_article_through_the_real_chain(api, corpus_slice, hy
         sent = await step(api, message_update(7, "/article УК 188"), "sendMessage")
         article = "\n".join(r.params["text"] for r in sent if r.method == "sendMessage")
         assert "Кража, то есть тайное хищение чужого имущества" in article
+
+
+async def test_a_question_with_unpaired_surrogates_is_answered_and_stored(
+    api, corpus_slice, hybrid_retrieval
+) -> None:
+    # "кража \xff\xfe телефона" read as UTF-8 with surrogateescape, or sent as "\udcff" escapes in the JSON:
+    # the embedder raised UnicodeEncodeError on it, and storing the failure raised again, losing the question.
+    settings = corpus_slice.settings
+    chain = QAChain(settings, hybrid_retrieval, load_articles(settings.corpus_dir))
+    bot_settings = settings_for(settings.model_copy(update={"data_dir": settings.data_dir / "surrogates"}), api)
+    app = build_application(
+        bot_settings,
+        qa=lambda question, settings: chain.invoke(question),
+        lookup=lambda code, number, settings, lang="ru": chain.article(code, number, lang),
+    )
+    async with polling(app):
+        sent = await step(api, message_update(8, "Что будет за кражу \udcff\udcfe телефона?"), "sendMessage")
+    text = [r for r in sent if r.method == "sendMessage"][-1].params["text"]
+    assert "Статья 188. Кража" in text
+    with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
+        rows = db.execute("SELECT user_id, question, error FROM questions").fetchall()
+    assert rows == [(8, "Что будет за кражу \ufffd\ufffd телефона?", None)]
