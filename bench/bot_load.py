@@ -101,7 +101,9 @@ async def user(api: BotAPIServer, failures: BotFailures, user_id: int, questions
         try:
             await api.wait_for(done, timeout=timeout)
         except TimeoutError:
-            level.failures.append(f"user {user_id}: no answer in {timeout:.0f} s to {question[:60]!r}")
+            got = [r.method + (f" {r.params['text'][:80]!r}" if "text" in r.params else "")
+                   for r in api.calls(chat_id=user_id, since=since)]
+            level.failures.append(f"user {user_id}: no answer in {timeout:.0f} s to {question[:60]!r}; got {got}")
             return
         if update_id in failures.updates:
             level.failures.append(f"user {user_id}: error reply to {question[:60]!r}")
