@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bot_concurrency import bot_settings, serving  # noqa: E402
 from bot.app import build_application  # noqa: E402
+from bot.handlers import MAX_QUESTION_CHARS  # noqa: E402
 from bot.keyboards import RATE_PATTERN  # noqa: E402
 from bot.logsetup import quiet_noisy_loggers  # noqa: E402
 from config import Settings  # noqa: E402
@@ -43,12 +44,12 @@ EVAL_FILES = ("citizen_dev.jsonl", "jurhelp_dev.jsonl")
 
 
 def gold_questions(eval_dir: Path) -> list[str]:
-    """Every question of the gold sets, in file order."""
+    """Every question of the gold sets the bot accepts (it asks to shorten longer ones), in file order."""
     out: list[str] = []
     for name in EVAL_FILES:
         with (eval_dir / name).open(encoding="utf-8") as f:
             out.extend(json.loads(line)["query"] for line in f if line.strip())
-    return out
+    return [q for q in out if len(" ".join(q.split())) <= MAX_QUESTION_CHARS]
 
 
 class BotFailures(logging.Handler):
