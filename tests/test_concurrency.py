@@ -62,6 +62,29 @@ def frequent_switches() -> Iterator[None]:
     sys.setswitchinterval(interval)
 
 
+def ask_at_once(chain: QAChain) -> tuple[list[str], dict[tuple[int, int], tuple]]:
+    """THREADS threads released together, each asking PER_THREAD questions: (errors, (thread, i) → result)."""
+    start = threading.Barrier(THREADS)
+    got: dict[tuple[int, int], tuple] = {}
+    errors: list[str] = []
+
+    def ask(n: int) -> None:
+        start.wait()
+        for i in range(PER_THREAD):
+            q = QUESTIONS[(n + 5 * i) % len(QUESTIONS)]
+            try:
+                got[n, i] = (q, ranking(chain.invoke(q)))
+            except Exception as err:  # noqa: BLE001 - every failure is reported by the test
+                errors.append(f"{q!r}: {err!r}")
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors, got
+
+
 def test_sixteen_threads_rank_as_one(chain: QAChain, frequent_switches: None) -> None:
     forget_everything(chain)
     expected = {q: ranking(chain.invoke(q)) for q in QUESTIONS}
@@ -69,24 +92,7 @@ def test_sixteen_threads_rank_as_one(chain: QAChain, frequent_switches: None) ->
 
     for run in range(RUNS):
         forget_everything(chain)
-        start = threading.Barrier(THREADS)
-        got: dict[tuple[int, int], tuple] = {}
-        errors: list[str] = []
-
-        def ask(n: int) -> None:
-            start.wait()
-            for i in range(PER_THREAD):
-                q = QUESTIONS[(n + 5 * i) % len(QUESTIONS)]
-                try:
-                    got[n, i] = (q, ranking(chain.invoke(q)))
-                except Exception as err:  # noqa: BLE001 - every failure is reported below
-                    errors.append(f"{q!r}: {err!r}")
-
-        threads = [threading.Thread(target=ask, args=(n,)) for n in range(THREADS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        errors, got = ask_at_once(chain)
         assert errors == [], f"run {run}"
         differ = sorted({q for q, r in got.values() if r != expected[q]})
         assert differ == [], f"run {run}: rankings differ from one thread's"
