@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     sparse_query_max_chars: int = Field(
         default=200, description="Characters of the question (head) that the latent-term search encodes (latency)."
     )
+    sparse_doc_max_chars: int = Field(
+        default=600,
+        description="Characters of each chunk's embedded text (head) that get latent terms: the build encodes "
+        "every chunk a second time for them, and 600 characters cost ~0.55 of the full text (bench/index_bench.py).",
+    )
     dense_search_lang: Literal["ru", "kk"] | None = Field(
         default="ru",
         description="Only this language's chunks get vectors and are searched densely (every document is in "

