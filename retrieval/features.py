@@ -36,9 +36,10 @@ logger = logging.getLogger(__name__)
 FEATURE_SCHEMA = 1  # bump when a feature's meaning changes: a model of another schema is not loaded
 SEARCHES = ("bm25", "dense", "latent")
 CODE_WINDOW = 20  # the best fused candidates a code's share is measured on
+SEARCH_WINDOW = 10  # each search's best articles its code share is measured on
 
 FEATURE_NAMES: tuple[str, ...] = (
-    *(f"{s}_{f}" for s in SEARCHES for f in ("rank", "best", "rel", "mean")),
+    *(f"{s}_{f}" for s in SEARCHES for f in ("rank", "best", "rel", "mean", "code_top")),
     "fused_rank",
     "fused_score",
     "fused_rel",
@@ -46,10 +47,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     "law_aware",
     "code_share",
     "code_best_rank",
+    "code_mass",
     "named_code",
     "criminal_question",
     "criminal_code",
     "remedy",
+    "route",
     "length",
     "chunks",
     "number",
@@ -197,7 +200,8 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
             first.setdefault(key_of(d), d)
     keys = list(first)
     docs = list(first.values())
-    route = pick_route(info, [k[0] for k in keys])
+    on = retrieval.stages.remedies and retrieval.settings.remedies
+    route = pick_route(info, [k[0] for k in keys]) if on else None
     remedy = frozenset((r.doc_id, r.article) for r in route.refs) if route else frozenset()
     n_fused = len(keys)
     for k in sorted(remedy - set(keys)):
@@ -235,6 +239,16 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
         if peak > 0:
             m[:, COLUMN[f"{s}_rel"]] = best / peak
 
+    codes = np.asarray([k[0] for k in keys])
+    for s in searches:  # the share of the candidate's code among each search's best articles
+        ranks = m[:, COLUMN[f"{s}_rank"]]
+        top = codes[np.nan_to_num(ranks, nan=np.inf) <= SEARCH_WINDOW]
+        if len(top):
+            shares = {c: n / len(top) for c, n in zip(*np.unique(top, return_counts=True), strict=True)}
+            m[:, COLUMN[f"{s}_code_top"]] = [shares.get(c, 0.0) for c in codes]
+    fused = np.nan_to_num(m[:n_fused, COLUMN["fused_score"]])
+    mass = {c: float(fused[codes[:n_fused] == c].sum()) for c in set(codes[:n_fused])}
+    total = sum(mass.values())
     window = [k[0] for k in keys[: min(CODE_WINDOW, n_fused)]]
     first_rank: dict[str, int] = {}
     for j, k in enumerate(keys[:n_fused]):
@@ -243,6 +257,7 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
     for j, k in enumerate(keys):
         m[j, COLUMN["code_share"]] = window.count(k[0]) / len(window) if window else 0.0
         m[j, COLUMN["code_best_rank"]] = first_rank.get(k[0], n_fused + 1)
+        m[j, COLUMN["code_mass"]] = mass.get(k[0], 0.0) / total if total > 0 else 0.0
         m[j, COLUMN["named_code"]] = k[0] in info.codes
         m[j, COLUMN["criminal_code"]] = k[0] == CRIMINAL_CODE_ID
         m[j, COLUMN["remedy"]] = k in remedy
@@ -254,6 +269,7 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
     for c, name in enumerate(("length", "chunks", "number", "number_rel", "repealed")):
         m[:, COLUMN[name]] = facts[:, c]
     m[:, COLUMN["criminal_question"]] = info.is_criminal
+    m[:, COLUMN["route"]] = route is not None
     m[:, COLUMN["question_length"]] = math.log1p(len(info.text))
     m[:, COLUMN["question_kk"]] = info.lang == "kk"
     return Pool(keys, docs, m, remedy)

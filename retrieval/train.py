@@ -25,7 +25,8 @@ import numpy as np
 
 from config import PROJECT_DIR, Settings
 from corpus.errors import UserError
-from retrieval.evaluate import EvalReport, GoldQuestion, QuestionResult, evaluate, make_report
+from retrieval.evaluate import GoldQuestion, Key, Metrics, QuestionResult, evaluate
+from retrieval.explicit import ExplicitRetriever
 from retrieval.features import FEATURE_NAMES, FEATURE_SCHEMA, SEARCHES, Pool, candidate_pool
 from retrieval.learned import LearnedRanker, RankerMeta, packaged_path
 from retrieval.pipeline import Retrieval, Stages
@@ -67,14 +68,24 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class Sample:
-    """One gold question, the file it came from, and its candidate pool."""
+    """One gold question, the file it came from, its candidate pool, the articles it names (ranked first
+    whatever the model says), and the ranking of the pipeline without the learned stage (the fusion)."""
 
     question: GoldQuestion
     source: str
     pool: Pool
+    named: tuple[Key, ...]
+    numbers: tuple[str, ...]  # article numbers named with no code: lifted among the found
+    fusion: tuple[Key, ...]
 
     def labels(self) -> np.ndarray:
         return np.asarray([k in self.question.relevant_keys for k in self.pool.keys], dtype=np.int32)
+
+    def ranking(self, scores: np.ndarray) -> list[Key]:
+        """The pipeline's ranking with a model giving these scores (as Retrieval._ranked orders it)."""
+        found = [self.pool.keys[j] for j in sorted(range(len(self.pool.keys)), key=lambda j: -scores[j])]
+        lifted = [k for k in found if k[1] in self.numbers and k not in self.named]
+        return list(dict.fromkeys([*self.named, *lifted, *found]))
 
 
 def read_gold(path: Path) -> list[GoldQuestion]:
@@ -102,18 +113,28 @@ def searches_of(retrieval: Retrieval) -> list[str]:
 
 def pool_pipeline(retrieval: Retrieval, pool_k: int) -> Retrieval:
     """The pipeline as the learned stage sees it: every search `pool_k` deep, no learned stage, no reranker."""
-    return retrieval.variant(
-        dataclasses.replace(retrieval.stages, learned=False, rerank=False), first_stage_k=pool_k
-    )
+    return retrieval.variant(dataclasses.replace(retrieval.stages, learned=False, rerank=False), first_stage_k=pool_k)
 
 
-def collect(retrieval: Retrieval, gold: dict[str, list[GoldQuestion]], pool_k: int) -> list[Sample]:
-    """Every question's candidate pool, computed as the pipeline computes it at query time."""
+def collect(
+    retrieval: Retrieval, gold: dict[str, list[GoldQuestion]], pool_k: int, *, rank_k: int = 100
+) -> list[Sample]:
+    """Every question's candidate pool, computed as the pipeline computes it at query time, and the fusion's
+    ranking (right after: the question's encodings are remembered, so it costs only the searches)."""
     pipeline = pool_pipeline(retrieval, pool_k)
+    fusion = retrieval.variant(dataclasses.replace(retrieval.stages, learned=False, rerank=False))
     samples = []
+    total = sum(len(q) for q in gold.values())
     for source, questions in gold.items():
         for q in questions:
-            samples.append(Sample(q, source, candidate_pool(pipeline, q.query)))
+            info = pipeline.analyze(q.query)
+            named = tuple(pipeline.explicit.keys(info)) if pipeline.stages.explicit else ()
+            numbers = tuple(ExplicitRetriever.unresolved(info)) if pipeline.stages.explicit else ()
+            pool = candidate_pool(pipeline, q.query)
+            ranked = tuple((d, a) for d, a, _ in fusion.rank_articles(q.query, rank_k))
+            samples.append(Sample(q, source, pool, named, numbers, ranked))
+            if len(samples) % 50 == 0:
+                logger.info("candidates of %d / %d questions", len(samples), total)
     return samples
 
 
@@ -151,71 +172,82 @@ def folds_of(samples: Sequence[Sample], k: int) -> list[list[int]]:
 
 @dataclass(frozen=True)
 class CrossValidation:
-    """Out-of-fold results of the learned stage and of the fusion on the same questions, per gold file."""
+    """Per question (sample order): its fold, the out-of-fold learned ranking and the fusion's ranking."""
 
-    learned: dict[str, list[QuestionResult]]
-    fusion: dict[str, list[QuestionResult]]
-    per_fold: list[tuple[int, EvalReport, EvalReport]]  # fold, fusion, learned
+    samples: Sequence[Sample]
+    fold: list[int]
+    learned: list[list[Key]]
 
-    def reports(self, which: str) -> dict[str, EvalReport]:
-        results = self.learned if which == "learned" else self.fusion
-        return {name: make_report(name, 100, rs) for name, rs in results.items()}
+    @property
+    def fusion(self) -> list[tuple[Key, ...]]:
+        return [s.fusion for s in self.samples]
+
+    def metrics(self, which: str, picked: Sequence[int]) -> Metrics:
+        results = [
+            QuestionResult(
+                id=self.samples[i].question.id,
+                lang="",
+                explicit=bool(self.samples[i].named),
+                relevant=frozenset(self.samples[i].question.relevant_keys),
+                ranked=[(d, a, 0.0) for d, a in (self.learned if which == "learned" else self.fusion)[i]],
+                latency_ms=0.0,
+            )
+            for i in picked
+        ]
+        return Metrics.of(results)
 
 
-def cross_validate(
-    retrieval: Retrieval, samples: Sequence[Sample], config: TrainConfig, k: int = 5, *, rank_k: int = 100
-) -> CrossValidation:
-    """Each fold ranked by a model trained on the other folds, through the real pipeline; the fusion beside."""
-    searches = searches_of(retrieval)
-    fusion_pipeline = retrieval.variant(dataclasses.replace(retrieval.stages, learned=False))
-    learned: dict[str, list[QuestionResult]] = {}
-    fusion: dict[str, list[QuestionResult]] = {}
-    per_fold = []
-    for n, fold in enumerate(folds_of(samples, k), start=1):
-        held = set(fold)
-        model = fit([s for i, s in enumerate(samples) if i not in held], config, {}, searches)
-        pipeline = retrieval.variant(dataclasses.replace(retrieval.stages, learned=True), learned=model)
-        fold_results = {"fusion": [], "learned": []}
-        for name, p, into in (("fusion", fusion_pipeline, fusion), ("learned", pipeline, learned)):
-            for source in sorted({samples[i].source for i in fold}):
-                questions = [samples[i].question for i in fold if samples[i].source == source]
-                report = evaluate(p, questions, rank_k, name=source)
-                into.setdefault(source, []).extend(report.results)
-                fold_results[name].extend(report.results)
-        reports = (make_report(name, rank_k, fold_results[name]) for name in ("fusion", "learned"))
-        per_fold.append((n, *reports))
-        logger.info("fold %d/%d: %d questions", n, k, len(fold))
-    return CrossValidation(learned, fusion, per_fold)
+def cross_validate(samples: Sequence[Sample], config: TrainConfig, k: int = 5) -> CrossValidation:
+    """Each fold's questions ranked by a model trained on the other folds only."""
+    fold = [0] * len(samples)
+    learned: list[list[Key]] = [[] for _ in samples]
+    for n, held in enumerate(folds_of(samples, k), start=1):
+        out = set(held)
+        model = fit([s for i, s in enumerate(samples) if i not in out], config, {}, [])
+        for i in held:
+            fold[i] = n
+            learned[i] = samples[i].ranking(model.scores(samples[i].pool.matrix))
+    return CrossValidation(samples, fold, learned)
+
+
+def _both(cv: CrossValidation, picked: Sequence[int]) -> str:
+    cells = [getattr(cv.metrics(w, picked), f) for w in ("fusion", "learned") for f in ("hit1", "hit5", "hit10", "mrr")]
+    return " | ".join(f"{v:.3f}" for v in cells)
 
 
 def fold_table(cv: CrossValidation) -> list[str]:
     """Markdown: per fold, the fusion's and the learned stage's hit@1/5/10 and MRR (all gold files together)."""
     out = ["| fold | n | fusion hit@1 | hit@5 | hit@10 | MRR | learned hit@1 | hit@5 | hit@10 | MRR |"]
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n, f, ln in cv.per_fold:
-        a, b = f.overall, ln.overall
-        cells = (a.hit1, a.hit5, a.hit10, a.mrr, b.hit1, b.hit5, b.hit10, b.mrr)
-        out.append(f"| {n} | {a.n} | " + " | ".join(f"{v:.3f}" for v in cells) + " |")
+    for n in sorted(set(cv.fold)):
+        picked = [i for i, f in enumerate(cv.fold) if f == n]
+        out.append(f"| {n} | {len(picked)} | {_both(cv, picked)} |")
     return out
 
 
 def set_table(cv: CrossValidation) -> list[str]:
-    """Markdown: per gold file, out-of-fold metrics of the fusion and of the learned stage, with latency."""
-    out = ["| gold file | ranking | n | hit@1 | hit@5 | hit@10 | MRR | p50 ms | p95 ms |"]
-    out.append("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    fusion, learned = cv.reports("fusion"), cv.reports("learned")
-    groups = {**{n: [n] for n in fusion}, "jurhelp (dev + train)": [n for n in fusion if n.startswith("jurhelp")]}
+    """Markdown: per gold file (and the jurhelp files together), out-of-fold metrics of both rankings."""
+    out = ["| gold file | n | fusion hit@1 | hit@5 | hit@10 | MRR | learned hit@1 | hit@5 | hit@10 | MRR |"]
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sources = list(dict.fromkeys(s.source for s in cv.samples))
+    groups = {name: [name] for name in sources}
+    jurhelp = [n for n in sources if n.startswith("jurhelp")]
+    if len(jurhelp) > 1:
+        groups["jurhelp (" + " + ".join(jurhelp) + ")"] = jurhelp
     for label, names in groups.items():
-        if not names or (len(names) == 1 and label != names[0]):
-            continue
-        for which, reports in (("fusion", fusion), ("learned (out-of-fold)", learned)):
-            r = make_report(label, 100, [q for n in names for q in reports[n].results])
-            m = r.overall
-            cells = (m.hit1, m.hit5, m.hit10, m.mrr)
-            out.append(
-                f"| {label} | {which} | {m.n} | " + " | ".join(f"{v:.3f}" for v in cells)
-                + f" | {r.latency_p50_ms:.0f} | {r.latency_p95_ms:.0f} |"
-            )
+        picked = [i for i, s in enumerate(cv.samples) if s.source in names]
+        out.append(f"| {label} | {len(picked)} | {_both(cv, picked)} |")
+    return out
+
+
+def latency_table(retrieval: Retrieval, ranker: LearnedRanker, questions: Sequence[GoldQuestion]) -> list[str]:
+    """Markdown: p50 / p95 of the pipeline with and without the learned stage (nothing remembered per question)."""
+    fusion = retrieval.variant(dataclasses.replace(retrieval.stages, learned=False))
+    learned = retrieval.variant(dataclasses.replace(retrieval.stages, learned=True), learned=ranker)
+    out = ["| pipeline | questions | p50 ms | p95 ms |", "|---|---:|---:|---:|"]
+    for label, pipeline in (("fusion", fusion), ("learned stage", learned)):
+        report = evaluate(pipeline, questions, 10, name=label)
+        out.append(f"| {label} | {report.overall.n} | {report.latency_p50_ms:.0f} | {report.latency_p95_ms:.0f} |")
     return out
 
 
@@ -228,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (0: none)")
     parser.add_argument("--out", type=Path, default=packaged_path(), help="model file (sidecar: .json beside it)")
     parser.add_argument("--cv-only", action="store_true", help="cross-validate, write no model")
+    parser.add_argument("--latency", type=int, default=0, metavar="N", help="time N questions with and without it")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
@@ -240,10 +273,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         samples = collect(retrieval, gold, config.pool_k)
         logger.info("candidates of %d questions in %.0f s", len(samples), time.perf_counter() - start)
         if args.folds > 1:
-            cv = cross_validate(retrieval, samples, config, args.folds)
-            print("\n".join([*fold_table(cv), "", *set_table(cv)]))  # noqa: T201 (CLI output)
+            cv = cross_validate(samples, config, args.folds)
+            lines = ["Out-of-fold, per gold file:", "", *set_table(cv), "", "Per fold:", "", *fold_table(cv)]
+            print("\n".join(lines))  # noqa: T201 (CLI output)
+        ranker = fit(samples, config, {n: len(q) for n, q in gold.items()}, searches_of(retrieval))
+        if args.latency:
+            questions = [s.question for s in samples][:: max(1, len(samples) // args.latency)][: args.latency]
+            print("\n".join(["", *latency_table(retrieval, ranker, questions)]))  # noqa: T201
         if not args.cv_only:
-            ranker = fit(samples, config, {n: len(q) for n, q in gold.items()}, searches_of(retrieval))
             ranker.save(args.out)
             print(f"Wrote {args.out} and {args.out.with_suffix('.json').name}")  # noqa: T201
     except UserError as err:
