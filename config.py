@@ -181,6 +181,18 @@ class Settings(BaseSettings):
     )
     telegram_admin_ids: list[int] = []
     telegram_rate_limit_per_minute: int = 5
+    telegram_history_minutes: float = Field(
+        default=30.0,
+        ge=0,
+        description="A chat's conversation (its last HISTORY_TURNS exchanges, which a follow-up is read with) is "
+        "forgotten after this many minutes of silence, and on /new; a reply to an earlier answer continues it.",
+    )
+    telegram_stream_interval: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds between updates of an answer shown as a model generates it (a draft in private chats, "
+        "else one edited message); 0 shows only the final answer.",
+    )
     telegram_retention_days: int = Field(
         default=180,
         ge=0,

@@ -14,7 +14,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
@@ -59,9 +59,12 @@ class QAChain:
     def load(cls, settings: Settings) -> QAChain:
         return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir))
 
-    def invoke(self, question: str, history: Sequence[Exchange] = ()) -> QAResult:
+    def invoke(
+        self, question: str, history: Sequence[Exchange] = (), on_token: Callable[[str], None] | None = None
+    ) -> QAResult:
         """Answer `question`; `history`, the earlier exchanges of the conversation (oldest first), lets a
-        follow-up («А если сумма крупная?») be understood in their context."""
+        follow-up («А если сумма крупная?») be understood in their context; `on_token` receives a model's answer
+        piece by piece as it is generated (the result is the checked, final answer)."""
         # Cleaned at the edge: invalid UTF-8 read as lone surrogates would crash the embedder's encoder.
         question = " ".join(clean_text(question).split())
         history = [
@@ -78,7 +81,12 @@ class QAChain:
         understood = self.understand(question, history)
         followup_ms = (time.perf_counter() - started) * 1000
         result = self.runnable.invoke(
-            {"question": question, "search": understood.search_question, "used_history": understood.used_history}
+            {
+                "question": question,
+                "search": understood.search_question,
+                "used_history": understood.used_history,
+                "on_token": on_token,
+            }
         )
         if history:
             result.timings["followup_ms"] = followup_ms
@@ -102,6 +110,7 @@ class QAChain:
             settings=self.settings,
             chat_model=self.chat_model,
             verdict=retrieved.verdict,
+            on_token=x.get("on_token"),
         )
         return QAResult(
             question=x["question"],
@@ -145,12 +154,20 @@ def get_chain(settings: Settings) -> QAChain:
         return _chains[key]
 
 
-def invoke_qa(question: str, settings: Settings | None = None, history: Sequence[Exchange] = ()) -> QAResult:
+def invoke_qa(
+    question: str,
+    settings: Settings | None = None,
+    history: Sequence[Exchange] = (),
+    on_token: Callable[[str], None] | None = None,
+) -> QAResult:
     """Answer a question about the laws of Kazakhstan, citing only articles that were retrieved.
 
     `history`: the earlier exchanges of this conversation, oldest first (`Exchange.of(result)` for each earlier
-    `QAResult`); a follow-up is then understood in their context (`QAResult.search_question`, `used_history`)."""
-    return get_chain(settings or Settings()).invoke(question, history)
+    `QAResult`); a follow-up is then understood in their context (`QAResult.search_question`, `used_history`).
+    `on_token`: called with each piece of a model's answer as it is generated (the chat model's `.stream()`, same
+    Groq → Ollama fallbacks); the returned result is the final answer after the grounding check, which replaces a
+    streamed answer that fails it with the quotes."""
+    return get_chain(settings or Settings()).invoke(question, history, on_token)
 
 
 def lookup_article(code: str, number: str, settings: Settings | None = None, lang: str = "ru") -> Article | None:

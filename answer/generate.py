@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
@@ -38,6 +38,18 @@ def answer_chain(settings: Settings, template: str, lang: str, chat_model: Runna
     return prompt | chat_model | RunnableParallel(text=StrOutputParser(), backend=RunnableLambda(backend_of))
 
 
+def streamed(chain: Runnable, inputs: dict, on_token: Callable[[str], None]) -> dict[str, str]:
+    """`chain.invoke(inputs)` through `.stream()`, handing each piece of text to `on_token` as it arrives."""
+    pieces: list[str] = []
+    backend = "llm"
+    for chunk in chain.stream(inputs):
+        if piece := chunk.get("text"):
+            pieces.append(piece)
+            on_token(piece)
+        backend = chunk.get("backend", backend)
+    return {"text": "".join(pieces), "backend": backend}
+
+
 def answer_question(
     question: str,
     docs: Sequence[Document],
@@ -48,11 +60,14 @@ def answer_question(
     settings: Settings,
     chat_model: Runnable | None = None,
     verdict: Verdict | None = None,
+    on_token: Callable[[str], None] | None = None,
 ) -> Answer:
     """Answer from the retrieved documents; the model when one answers and passes grounding, else the quotes.
 
     `chat_model` defaults to `build_chat_model(settings)`; build it once and pass it in to reuse its clients.
     A `verdict` other than "answered" (retrieval found nothing that answers) gets its short reply, no model.
+    `on_token` receives the model's text piece by piece as it is generated (the same fallbacks); the grounding
+    check still judges the whole text, and a streamed answer that fails it is replaced by the quotes.
     """
     timings: dict[str, float] = {}
     start = t = time.perf_counter()
@@ -83,9 +98,9 @@ def answer_question(
         notes.append("no chat model configured")
     else:
         try:
-            reply = answer_chain(settings, template, lang, model).invoke(
-                {"question": question, "context": context}
-            )
+            chain = answer_chain(settings, template, lang, model)
+            inputs = {"question": question, "context": context}
+            reply = chain.invoke(inputs) if on_token is None else streamed(chain, inputs, on_token)
         except Exception as err:  # every backend failed: the quotes still answer
             logger.warning("chat model failed, answering with quotes: %s: %s", type(err).__name__, err)
             logger.debug("chat model failure", exc_info=True)

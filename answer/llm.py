@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableGenerator
 
 from config import Settings
 
@@ -55,14 +56,20 @@ _BUILDERS = {"groq": _groq, "ollama": _ollama}
 
 
 def _stamped(model: BaseChatModel, name: str) -> Runnable:
-    """The model, whose reply carries `response_metadata["backend"] = name`."""
+    """The model, whose reply carries `response_metadata["backend"] = name`; `.stream()` still streams."""
 
     def stamp(message: BaseMessage) -> BaseMessage:
         return message.model_copy(
             update={"response_metadata": {**message.response_metadata, BACKEND_KEY: name}}
         )
 
-    return (model | RunnableLambda(stamp, name=f"stamp_{name}")).with_config(run_name=name)
+    def stamp_first(chunks: Iterator[BaseMessage]) -> Iterator[BaseMessage]:
+        # A RunnableLambda would gather the whole reply before stamping it: chunks pass through one by one.
+        # Only the first is stamped, as chunks add up their metadata's strings ("groq" + "groq").
+        for i, chunk in enumerate(chunks):
+            yield stamp(chunk) if i == 0 else chunk
+
+    return (model | RunnableGenerator(stamp_first, name=f"stamp_{name}")).with_config(run_name=name)
 
 
 def build_chat_model(settings: Settings) -> Runnable | None:

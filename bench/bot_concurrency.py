@@ -53,9 +53,9 @@ def cpu_chain(delay: float, rate: float) -> ScriptedQA:
     n = int(delay * rate)
 
     class Burn(ScriptedQA):
-        def __call__(self, question: str, settings: Settings) -> QAResult:
+        def __call__(self, question: str, settings: Settings, **kwargs: object) -> QAResult:
             _spin(n)
-            return inner(question, settings)
+            return inner(question, settings, **kwargs)
 
     return Burn()
 

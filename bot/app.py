@@ -155,9 +155,10 @@ def build_application(
     """The bot, wired to the chain and ready to run by polling or webhook.
 
     Args:
-        settings: telegram_* (token, API URLs, admins, rate limit, retention) and data_dir (DATA_DIR/bot:
-            questions, ratings and user state in feedback.sqlite).
-        qa: `invoke_qa(question, settings=...)`; defaults to `rag_chain.invoke_qa`.
+        settings: telegram_* (token, API URLs, admins, rate limit, retention, conversation minutes, streaming
+            interval), history_turns and data_dir (DATA_DIR/bot: questions, ratings, conversations and user
+            state in feedback.sqlite).
+        qa: `invoke_qa(question, settings=..., history=..., on_token=...)`; defaults to `rag_chain.invoke_qa`.
         lookup: `lookup_article(code, number, settings=...)`; defaults to `rag_chain.lookup_article`.
         qa_workers: threads running `qa` at once; 1 answers questions one after another.
     """
@@ -202,6 +203,7 @@ def build_application(
             CommandHandler("start", handlers.start),
             CommandHandler("help", handlers.help_command),
             CommandHandler("lang", handlers.lang_command),
+            CommandHandler("new", handlers.new_command),
             CommandHandler("article", handlers.article_command),
             CommandHandler("stats", handlers.stats_command),
             CallbackQueryHandler(handlers.rate_button, pattern=keyboards.RATE_PATTERN),

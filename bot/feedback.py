@@ -1,5 +1,6 @@
 """The bot's SQLite database: asked questions (answer, latency, error), the askers' 👍/👎 ratings, each user's
-state (the /lang choice, as JSON), admin statistics and retention.
+state (the /lang choice, as JSON), each chat's conversation (the exchanges a follow-up is read with, and the
+bot's message ids of each answer, so that a reply continues from that exchange), admin statistics and retention.
 
 Questions are personal data: the folder is made 0700 and the files 0600 whatever the umask. A file SQLite
 cannot read is moved aside and a fresh one started, so a damaged database never stops the bot.
@@ -7,6 +8,7 @@ cannot read is moved aside and a fresh one started, so a damaged database never 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from answer.records import QAResult
+from answer.records import Exchange, QAResult, Source
 from bot.sanitize import clean_text
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,25 @@ CREATE TABLE IF NOT EXISTS ratings (
     created_at REAL NOT NULL,
     PRIMARY KEY (question_id, user_id)
 );
+CREATE TABLE IF NOT EXISTS exchanges (
+    question_id INTEGER PRIMARY KEY REFERENCES questions(id),  -- its question and answer
+    chat_id INTEGER NOT NULL,
+    parent_id INTEGER,         -- the exchange whose conversation this one continued; NULL: it began one
+    search_question TEXT NOT NULL,
+    sources TEXT NOT NULL,     -- JSON list of the answer's Source records
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS exchanges_by_chat ON exchanges (chat_id, created_at);
+CREATE TABLE IF NOT EXISTS answer_messages (  -- the bot's messages carrying each answer: a reply to one
+    chat_id INTEGER NOT NULL,                 -- continues from its exchange
+    message_id INTEGER NOT NULL,
+    question_id INTEGER NOT NULL REFERENCES exchanges(question_id),
+    PRIMARY KEY (chat_id, message_id)
+);
+CREATE TABLE IF NOT EXISTS conversation_resets (  -- /new: earlier exchanges are not continued by themselves
+    chat_id INTEGER PRIMARY KEY,
+    reset_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS user_state (
     user_id INTEGER PRIMARY KEY,
     data TEXT NOT NULL,        -- JSON object: the user's PTB user_data ({"lang": "kk"})
@@ -84,12 +105,41 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 @dataclass(frozen=True)
+class Conversation:
+    """What a new message in a chat continues: the exchanges to read it with (oldest first) and the last one's id."""
+
+    history: tuple[Exchange, ...] = ()
+    parent_id: int | None = None  # the exchange the new one continues (recorded as its parent)
+
+
+def _sources_json(sources: tuple[Source, ...]) -> str:
+    return json.dumps([dataclasses.asdict(s) for s in sources], ensure_ascii=False)
+
+
+def _sources_of(raw: str) -> tuple[Source, ...]:
+    """Sources read back from JSON; a row that does not fit `Source` any more is dropped (the question stays)."""
+    names = {f.name for f in dataclasses.fields(Source)}
+    out = []
+    try:
+        items = json.loads(raw)
+    except (TypeError, ValueError):
+        return ()
+    for item in items if isinstance(items, list) else ():
+        try:
+            out.append(Source(**{k: v for k, v in item.items() if k in names}))
+        except (AttributeError, TypeError):
+            continue
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Purged:
     """What one retention pass deleted."""
 
     questions: int
     ratings: int
     user_ids: tuple[int, ...]  # users whose stored state was deleted
+    exchanges: int = 0
 
 
 def _restrict(path: Path, mode: int) -> None:
@@ -263,6 +313,99 @@ class FeedbackStore:
             )
             return "rated"
 
+    # --- conversations ---------------------------------------------------------------------------
+    def record_exchange(
+        self,
+        question_id: int,
+        result: QAResult,
+        *,
+        chat_id: int,
+        parent_id: int | None,
+    ) -> None:
+        """Keep an answered question as an exchange of its chat's conversation (before the answer is sent, so
+        that a quick next message already continues it)."""
+        with self._connect() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO exchanges (question_id, chat_id, parent_id, search_question, sources,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                _params(
+                    question_id,
+                    chat_id,
+                    parent_id,
+                    result.search_question or result.question,
+                    _sources_json(result.sources),
+                    time.time(),
+                ),
+            )
+
+    def record_answer_messages(self, question_id: int, *, chat_id: int, message_ids: list[int]) -> None:
+        """The bot's messages that carry an exchange's answer: a reply to any of them continues from it."""
+        with self._connect() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO answer_messages (chat_id, message_id, question_id) VALUES (?, ?, ?)",
+                [(chat_id, m, question_id) for m in message_ids],
+            )
+
+    def new_conversation(self, chat_id: int, *, now: float | None = None) -> None:
+        """/new: the chat's next message begins a conversation (a reply to an earlier answer still continues it)."""
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO conversation_resets (chat_id, reset_at) VALUES (?, ?) ON CONFLICT (chat_id)"
+                " DO UPDATE SET reset_at = excluded.reset_at",
+                (chat_id, time.time() if now is None else now),
+            )
+
+    def conversation(
+        self,
+        chat_id: int,
+        *,
+        turns: int,
+        idle_seconds: float,
+        reply_to: int | None = None,
+        now: float | None = None,
+    ) -> Conversation:
+        """The last `turns` exchanges a new message of `chat_id` continues.
+
+        A reply to one of the bot's answers (`reply_to`, its message id) continues from that answer's exchange
+        whatever its age; otherwise the chat's last exchange, unless /new came after it or it is older than
+        `idle_seconds`. Each exchange's parent is the one it continued, so a thread is followed, not the chat.
+        """
+        if turns <= 0:
+            return Conversation()
+        now = time.time() if now is None else now
+        with self._connect() as db:
+            head = None
+            if reply_to is not None:
+                row = db.execute(
+                    "SELECT question_id FROM answer_messages WHERE chat_id = ? AND message_id = ?",
+                    (chat_id, reply_to),
+                ).fetchone()
+                head = row[0] if row else None
+            if head is None:
+                row = db.execute(
+                    "SELECT question_id FROM exchanges WHERE chat_id = ? AND created_at >= ? AND created_at >"
+                    " COALESCE((SELECT reset_at FROM conversation_resets WHERE chat_id = ?), 0)"
+                    " ORDER BY created_at DESC, question_id DESC LIMIT 1",
+                    (chat_id, now - idle_seconds, chat_id),
+                ).fetchone()
+                head = row[0] if row else None
+            thread: list[Exchange] = []
+            current = head
+            while current is not None and len(thread) < turns:
+                row = db.execute(
+                    "SELECT q.question, q.answer, e.search_question, e.sources, e.parent_id FROM exchanges e"
+                    " JOIN questions q ON q.id = e.question_id WHERE e.question_id = ? AND e.chat_id = ?",
+                    (current, chat_id),
+                ).fetchone()
+                if row is None:  # deleted by retention: the thread ends there
+                    break
+                question, answer, searched, sources, parent = row
+                thread.append(Exchange(question, answer or "", _sources_of(sources), searched))
+                current = parent
+        if not thread:
+            return Conversation()
+        return Conversation(tuple(reversed(thread)), head)
+
     # --- user state (PTB user_data) -------------------------------------------------------------
     def user_states(self) -> dict[int, dict[str, Any]]:
         """Every stored user state; a row that is not a JSON object is skipped with a warning."""
@@ -326,6 +469,10 @@ class FeedbackStore:
             return Purged(0, 0, ())
         cutoff = (time.time() if now is None else now) - days * DAY
         with self._connect() as db:
+            old = "SELECT id FROM questions WHERE created_at < ?"
+            db.execute(f"DELETE FROM answer_messages WHERE question_id IN ({old})", (cutoff,))
+            exchanges = db.execute(f"DELETE FROM exchanges WHERE question_id IN ({old})", (cutoff,)).rowcount
+            db.execute("DELETE FROM conversation_resets WHERE reset_at < ?", (cutoff,))
             ratings = db.execute(
                 "DELETE FROM ratings WHERE question_id IN (SELECT id FROM questions WHERE created_at < ?)",
                 (cutoff,),
@@ -336,13 +483,14 @@ class FeedbackStore:
                 for row in db.execute("DELETE FROM user_state WHERE updated_at < ? RETURNING user_id", (cutoff,))
             )
         logger.info(
-            "retention (%d days): deleted %d questions, %d ratings, %d user states",
+            "retention (%d days): deleted %d questions (%d of them in conversations), %d ratings, %d user states",
             days,
             questions,
+            exchanges,
             ratings,
             len(user_ids),
         )
-        return Purged(questions, ratings, user_ids)
+        return Purged(questions, ratings, user_ids, exchanges)
 
     def stats(self) -> FeedbackStats:
         """Counts of questions and ratings, and answer latency percentiles."""

@@ -14,6 +14,7 @@ from config import SOURCES_BY_ID
 from corpus.records import Article
 
 MAX_MESSAGE = MessageLimit.MAX_TEXT_LENGTH  # 4096
+UNDERSTOOD_CHARS = 300  # of the search question shown under a follow-up's answer
 
 # Atoms are never cut: a tag, an entity, newlines, other whitespace, a word, a stray "&" or "<".
 _ATOM = re.compile(r"<[^<>]*>|&(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z]\w*);|\n\n+|\n|[^\S\n]+|[^\s<&]+|[<&]")
@@ -145,6 +146,12 @@ def _find_cut(
     return i, stack
 
 
+def shorten(text: str, limit: int) -> str:
+    """At most `limit` characters of `text`, the cut marked with "…"."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 def escape(text: str) -> str:
     """Escape text for Telegram HTML (<, >, & and quotes)."""
     return html.escape(text, quote=True)
@@ -178,8 +185,11 @@ def unique_sources(sources: Iterable[Source]) -> list[Source]:
 
 
 def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> list[str]:
-    """The answer, a warning when it is not grounded, and its sources, as HTML messages."""
+    """The answer, how a follow-up was understood, a warning when it is not grounded, and its sources, as HTML."""
     blocks = [escape(result.answer.strip()) or t("empty_answer", lang)]
+    if result.used_history and result.search_question:
+        # A misunderstood follow-up is visible at once, under the answer it led to.
+        blocks.append(f"<i>{t('understood', lang, question=shorten(result.search_question, UNDERSTOOD_CHARS))}</i>")
     if not result.grounded:
         blocks.append(f"<i>{t('not_grounded', lang)}</i>")
     sources = unique_sources(result.sources)

@@ -9,7 +9,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -19,12 +19,13 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import ContextTypes
 
-from answer.records import QAResult
+from answer.records import Exchange, QAResult
 from bot import keyboards
 from bot.feedback import FeedbackStore
 from bot.format import escape, format_answer, format_article, split_html
 from bot.ratelimit import SlidingWindowLimiter
 from bot.sanitize import clean_text
+from bot.stream import AnswerStream
 from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
 from config import Settings
 from corpus.errors import UserError
@@ -42,7 +43,15 @@ T = TypeVar("T")
 
 
 class QA(Protocol):
-    def __call__(self, question: str, settings: Settings) -> QAResult: ...
+    """`rag_chain.invoke_qa`: the question, the chat's earlier exchanges, and a callback for streamed text."""
+
+    def __call__(
+        self,
+        question: str,
+        settings: Settings,
+        history: Sequence[Exchange] = (),
+        on_token: Callable[[str], None] | None = None,
+    ) -> QAResult: ...
 
 
 class Lookup(Protocol):
@@ -107,10 +116,28 @@ def shorten(text: str, limit: int = ECHO_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-async def reply_parts(message: Message, parts: list[str], markup: InlineKeyboardMarkup | None = None) -> None:
-    """Send HTML parts in order; the keyboard goes under the last one."""
+async def reply_parts(
+    message: Message,
+    parts: list[str],
+    markup: InlineKeyboardMarkup | None = None,
+    *,
+    first: Message | None = None,
+) -> list[Message]:
+    """Send HTML parts in order, the keyboard under the last one; `first`, a message of the bot's (a streamed
+    answer), is edited into the first part instead. Returns the messages that carry them."""
+    sent: list[Message] = []
     for i, part in enumerate(parts):
-        await message.reply_html(clean_text(part), reply_markup=markup if i == len(parts) - 1 else None)
+        markup_here = markup if i == len(parts) - 1 else None
+        if i == 0 and first is not None:
+            try:
+                edited = await first.edit_text(clean_text(part), reply_markup=markup_here)
+            except BadRequest as err:  # e.g. deleted meanwhile: send it anew
+                logger.info("the streamed message could not become the answer (%s): sending it", err)
+            else:
+                sent.append(edited if isinstance(edited, Message) else first)
+                continue
+        sent.append(await message.reply_html(clean_text(part), reply_markup=markup_here))
+    return sent
 
 
 async def reply(message: Message, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
@@ -124,11 +151,30 @@ async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Explain how to ask, /article and /lang."""
+    """Explain how to ask, follow-ups and /new, /article and /lang."""
     lang = user_lang(update, context)
-    per_minute = services(context).settings.telegram_rate_limit_per_minute
+    settings = services(context).settings
+    per_minute = settings.telegram_rate_limit_per_minute
     note = t("rate_note", lang, per_minute=per_minute) if per_minute > 0 else ""
-    await reply(update.effective_message, t("help", lang, max_chars=MAX_QUESTION_CHARS, rate_note=note))
+    await reply(update.effective_message, help_text(settings, lang, note))
+
+
+def help_text(settings: Settings, lang: Lang, rate_note: str) -> str:
+    return t(
+        "help",
+        lang,
+        max_chars=MAX_QUESTION_CHARS,
+        rate_note=rate_note,
+        turns=settings.history_turns,
+        minutes=f"{settings.telegram_history_minutes:g}",
+    )
+
+
+async def new_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Start a new conversation: the next question is understood on its own."""
+    message = update.effective_message
+    await asyncio.to_thread(services(context).store.new_conversation, message.chat_id)
+    await reply(message, t("new_conversation", user_lang(update, context)))
 
 
 async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -221,33 +267,66 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
 
     logger.debug("question from user %s: %s", user_id, question)
+    replied = message.reply_to_message
+    conversation = await asyncio.to_thread(
+        svc.store.conversation,
+        message.chat_id,
+        turns=svc.settings.history_turns,
+        idle_seconds=svc.settings.telegram_history_minutes * 60,
+        reply_to=replied.message_id if replied is not None else None,
+    )
     started = time.perf_counter()
+    interval = svc.settings.telegram_stream_interval
+    stream = AnswerStream(message, interval) if interval > 0 else None
     try:
         async with typing(message):
-            result = await run_blocking(context, functools.partial(svc.qa, question, settings=svc.settings))
+            result = await run_blocking(
+                context,
+                functools.partial(
+                    svc.qa,
+                    question,
+                    settings=svc.settings,
+                    history=conversation.history,
+                    on_token=stream.on_token if stream else None,
+                ),
+            )
     except Exception as err:
         latency = time.perf_counter() - started
         await asyncio.to_thread(
             svc.store.record_failure, question, err, user_id=user_id, chat_id=message.chat_id, latency=latency
         )
         raise  # the error handler tells the user
+    finally:
+        if stream is not None:
+            await stream.close()
     latency = time.perf_counter() - started
     question_id = await asyncio.to_thread(
         svc.store.record_answer, result, user_id=user_id, chat_id=message.chat_id, latency=latency
     )
     logger.info(
-        "question %d from user %s answered in %.2f s (%s, %s, %d sources)",
+        "question %d from user %s answered in %.2f s (%s, %s, %d sources, %d earlier exchanges%s, %d streamed)",
         question_id,
         user_id,
         latency,
         result.backend,
         result.template,
         len(result.sources),
+        len(conversation.history),
+        ", used" if result.used_history else "",
+        stream.updates if stream else 0,
     )
     # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.
     answer_lang: Lang = result.lang if result.lang in LANGS else lang  # type: ignore[assignment]
     keyboard = keyboards.answer_keyboard(result, question_id, answer_lang)
-    await reply_parts(message, format_answer(result, answer_lang), keyboard)
+    await asyncio.to_thread(
+        svc.store.record_exchange, question_id, result, chat_id=message.chat_id, parent_id=conversation.parent_id
+    )
+    sent = await reply_parts(
+        message, format_answer(result, answer_lang), keyboard, first=stream.shown if stream else None
+    )
+    await asyncio.to_thread(
+        svc.store.record_answer_messages, question_id, chat_id=message.chat_id, message_ids=[m.message_id for m in sent]
+    )
 
 
 async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -112,6 +112,9 @@ async def test_start_and_help_speak_the_users_language(chat: Chat) -> None:
     [help_kk] = await chat.texts(message_update(2, "/help", language_code="kk"))
     assert "/article УК 188" in help_ru and "Не больше 3 вопросов в минуту." in help_ru
     assert "/article ҚК 188" in help_kk and "Минутына 3 сұрақтан артық емес." in help_kk
+    # follow-ups, replies and /new are explained with the settings' numbers
+    assert "в контексте 3 предыдущих вопросов" in help_ru and "после 30 мин тишины и по команде /new" in help_ru
+    assert "алдыңғы 3 сұрақтың" in help_kk and "30 минут үнсіздіктен кейін және /new" in help_kk
 
 
 async def test_lang_switches_and_survives_a_restart(
@@ -128,7 +131,8 @@ async def test_lang_switches_and_survives_a_restart(
     assert [r.method for r in reqs] == ["answerCallbackQuery", "editMessageText"]
     assert reqs[1].params["text"] == t("lang_set", "ru")
     assert await chat.texts(message_update(6, "/help", language_code="kk")) == [
-        t("help", "ru", max_chars=MAX_QUESTION_CHARS, rate_note=t("rate_note", "ru", per_minute=3))
+        t("help", "ru", max_chars=MAX_QUESTION_CHARS, rate_note=t("rate_note", "ru", per_minute=3), turns=3,
+          minutes="30")
     ]
 
     await chat.app.shutdown()  # flushes the users' choices to DATA_DIR/bot/feedback.sqlite, as JSON

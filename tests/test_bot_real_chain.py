@@ -25,7 +25,7 @@ async def test_question_and_article_through_the_real_chain(api, corpus_slice, hy
     chain = QAChain(settings, hybrid_retrieval, load_articles(settings.corpus_dir))
     app = build_application(
         settings_for(settings, api),
-        qa=lambda question, settings: chain.invoke(question),
+        qa=lambda question, settings, **kw: chain.invoke(question, **kw),
         lookup=lambda code, number, settings, lang="ru": chain.article(code, number, lang),
     )
     async with polling(app):
@@ -52,7 +52,7 @@ async def test_a_question_with_unpaired_surrogates_is_answered_and_stored(
     bot_settings = settings_for(settings.model_copy(update={"data_dir": settings.data_dir / "surrogates"}), api)
     app = build_application(
         bot_settings,
-        qa=lambda question, settings: chain.invoke(question),
+        qa=lambda question, settings, **kw: chain.invoke(question, **kw),
         lookup=lambda code, number, settings, lang="ru": chain.article(code, number, lang),
     )
     async with polling(app):

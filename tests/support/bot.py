@@ -10,11 +10,12 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from answer.records import QAResult, Source
+from answer.records import Exchange, QAResult, Source
 from bot.logsetup import NOISY_LOGGERS
 from config import ADILET_SOURCES, Settings, source
 from corpus.records import Article
@@ -104,10 +105,12 @@ THEFT_SOURCES = (
 
 
 class ScriptedQA:
-    """`invoke_qa(question, settings)`: answers from `script` (question -> answer text, or an exception).
+    """`invoke_qa(question, settings, history, on_token)`: answers from `script` (question -> answer text, or an
+    exception).
 
     Unscripted questions get a short answer citing THEFT_SOURCES. `delay` seconds of blocking sleep stand for
-    the chain's work; `max_in_flight` says how many calls ran at the same time.
+    the chain's work; `max_in_flight` says how many calls ran at the same time; `histories` what history each
+    call got. With `stream_delay`, the answer goes to `on_token` word by word, that many seconds apart.
     """
 
     def __init__(
@@ -118,20 +121,30 @@ class ScriptedQA:
         sources: tuple[Source, ...] = THEFT_SOURCES,
         grounded: bool = True,
         lang: str = "ru",
+        stream_delay: float = 0.0,
     ) -> None:
         self.script = script or {}
         self.delay = delay
         self.sources = sources
         self.grounded = grounded
         self.lang = lang
+        self.stream_delay = stream_delay
         self.calls: list[str] = []
+        self.histories: list[tuple[Exchange, ...]] = []  # the history each call was given
         self.max_in_flight = 0
         self._in_flight = 0
         self._lock = threading.Lock()
 
-    def __call__(self, question: str, settings: Settings) -> QAResult:
+    def __call__(
+        self,
+        question: str,
+        settings: Settings,
+        history: Sequence[Exchange] = (),
+        on_token: Callable[[str], None] | None = None,
+    ) -> QAResult:
         with self._lock:
             self.calls.append(question)
+            self.histories.append(tuple(history))
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
@@ -141,6 +154,10 @@ class ScriptedQA:
             if isinstance(scripted, BaseException):
                 raise scripted
             answer = scripted or f"Ответ на вопрос «{question}»: см. статью 188 УК РК [S1]."
+            if on_token is not None and self.stream_delay:  # as a model generating it, word by word
+                for word in answer.split(" "):
+                    on_token(word + " ")
+                    time.sleep(self.stream_delay)
             return QAResult(
                 question=question,
                 answer=answer,

@@ -111,14 +111,19 @@ class _Server:
         h.wfile.write(data)
 
     @staticmethod
-    def send_stream(h: BaseHTTPRequestHandler, content_type: str, lines: list[bytes]) -> None:
-        """A streamed body, chunk by chunk, as both services send it."""
+    def send_stream(
+        h: BaseHTTPRequestHandler, content_type: str, lines: list[bytes], delay: float = 0.0
+    ) -> None:
+        """A streamed body, chunk by chunk (`delay` seconds apart, flushed), as both services send it."""
         h.send_response(200)
         h.send_header("Content-Type", content_type)
         h.send_header("Transfer-Encoding", "chunked")
         h.end_headers()
-        for line in lines:
+        for i, line in enumerate(lines):
+            if delay and i:
+                time.sleep(delay)
             h.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            h.wfile.flush()
         h.wfile.write(b"0\r\n\r\n")
 
     def __enter__(self) -> Self:
@@ -134,6 +139,15 @@ class GroqServer(_Server):
     """`POST /openai/v1/chat/completions` with a Bearer key; JSON, or server-sent events if streaming."""
 
     model = "llama-3.3-70b-versatile"
+    stream_chunk_chars = 0  # characters per streamed chunk; 0: the text in two halves
+    stream_chunk_delay = 0.0  # seconds between streamed chunks, as a model generating
+
+    def chunks(self, text: str) -> list[str]:
+        """The pieces a streamed reply is sent in."""
+        size = self.stream_chunk_chars
+        if size <= 0:
+            return [text[: len(text) // 2], text[len(text) // 2 :]]
+        return [text[i : i + size] for i in range(0, len(text), size)]
 
     def rate_limit(self, retry_after: int = 20) -> None:
         """Answer 429 with retry-after, as Groq's free tier does when its tokens per minute run out."""
@@ -175,7 +189,7 @@ class GroqServer(_Server):
                         {"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}
                     ],
                 }
-                for piece in (text[: len(text) // 2], text[len(text) // 2 :])
+                for piece in self.chunks(text)
             ]
             events.append(
                 {
@@ -187,7 +201,9 @@ class GroqServer(_Server):
                 }
             )
             lines = [f"data: {json.dumps(e, ensure_ascii=False)}\n\n".encode() for e in events]
-            return self.send_stream(h, "text/event-stream", [*lines, b"data: [DONE]\n\n"])
+            return self.send_stream(
+                h, "text/event-stream", [*lines, b"data: [DONE]\n\n"], delay=self.stream_chunk_delay
+            )
         self.send_json(
             h,
             200,

@@ -226,12 +226,24 @@ class BotAPIServer:
             raise TelegramError(400, "Bad Request: message is too long" if params.get("text") else
                                 "Bad Request: message text is empty")
 
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> Any:
+        """Bot API 9.3+: a partial message shown while it is generated; private chats only."""
+        if not isinstance(params.get("chat_id"), int) or params["chat_id"] <= 0:
+            raise TelegramError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if not params.get("draft_id"):
+            raise TelegramError(400, "Bad Request: draft_id must be non-zero")
+        if params.get("text") and text_length(params) > MAX_TEXT:
+            raise TelegramError(400, "Bad Request: message is too long")
+        return True
+
     async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
         self._check_text(params)
+        chat_id = params["chat_id"]
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
-            "chat": {"id": params["chat_id"], "type": "private"},
+            "chat": {"id": chat_id, "type": "private"} if chat_id > 0 else {"id": chat_id, "type": "group",
+                                                                             "title": "Группа"},
             "from": BOT_USER,
             "text": params["text"],
         }
@@ -274,13 +286,24 @@ def tg_user(user_id: int, language_code: str | None = "ru") -> dict[str, Any]:
 
 
 def message_update(
-    user_id: int, text: str | None = None, *, language_code: str | None = "ru", **content: Any
+    user_id: int,
+    text: str | None = None,
+    *,
+    language_code: str | None = "ru",
+    group: int | None = None,
+    **content: Any,
 ) -> dict[str, Any]:
-    """A private message from `user_id`: text (a /command gets its bot_command entity) or other content."""
+    """A message from `user_id`, privately or in the `group` chat (a negative id): text (a /command gets its
+    bot_command entity) or other content (e.g. reply_to_message=api.sent[message_id])."""
+    chat = (
+        {"id": user_id, "type": "private", "first_name": f"User{user_id}"}
+        if group is None
+        else {"id": group, "type": "group", "title": "Группа"}
+    )
     message: dict[str, Any] = {
         "message_id": next(_message_ids),
         "date": int(time.time()),
-        "chat": {"id": user_id, "type": "private", "first_name": f"User{user_id}"},
+        "chat": chat,
         "from": tg_user(user_id, language_code),
         **content,
     }
