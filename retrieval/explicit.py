@@ -71,8 +71,8 @@ class ExplicitRetriever(BaseRetriever):
     def missing(self, info: QueryInfo) -> list[ArticleRef]:
         """Referenced articles that do not exist: of the named code, or (no code named) of any document.
 
-        A number from 1900 to 2100 with no code is more likely a year the analysis took for a reference («стало
-        2027» reads as «ст. 2027»): it is not called a missing article."""
+        A number from 1900 to 2100 with no code is more likely a year the analysis took for a reference («в 2023
+        статья была отменена», «по статье от 2015 года»): it is not called a missing article."""
         return [
             ref
             for ref in dict.fromkeys(info.refs)

@@ -71,6 +71,12 @@ def refs(*pairs: tuple[str, str]) -> tuple[ArticleRef, ...]:
         ("пункт 3 статьи 52 ТК", refs((TK, "52")), False),
         ("Мне 25 лет, работаю 3 года", (), False),
         ("Бабушка 2 бабушки", (), False),
+        # «ст» only as a whole word: «стало 2027» is not «ст. 2027» with the code «ало»
+        ("Окончание было в 2026, теперь стало 2027. Дают ли отсрочку?", (), False),
+        ("стало 5 лет, сталь 10 тонн, стажу 3 года", (), False),
+        ("ст 188 УК", refs((UK, "188")), False),
+        ("ст.188 УК", refs((UK, "188")), False),
+        ("ст.ст.190, 191 УК", refs((UK, "190"), (UK, "191")), False),
     ],
 )
 def test_explicit_references(question: str, expected: tuple[ArticleRef, ...], is_range: bool) -> None:
