@@ -14,7 +14,7 @@ import threading
 
 from telegram import Message
 from telegram.constants import ChatType
-from telegram.error import BadRequest, TelegramError
+from telegram.error import TelegramError
 
 from bot.format import MAX_MESSAGE, escape
 
@@ -79,7 +79,7 @@ class AnswerStream:
                     await bot.send_message_draft(self.message.chat_id, self.message.message_id, html)
                     self.updates += 1
                     return
-                except BadRequest as err:
+                except TelegramError as err:  # e.g. an older self-hosted Bot API server without the method
                     logger.info("drafts refused (%s): the answer is streamed by editing a message", err)
                     self.use_drafts = False
             if self.shown is None:

@@ -167,6 +167,27 @@ async def test_history_is_capped_per_chat_and_deleted_by_retention(api, settings
 # --- streaming -----------------------------------------------------------------------------------------------
 
 
+async def test_where_drafts_are_refused_one_message_is_edited(
+    api, settings, shared_dir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(BotAPIServer, "_api_sendMessageDraft", None)  # an older Bot API server: 404
+    qa = ScriptedQA(stream_delay=0.05)
+    app = build_application(
+        settings_for(settings, api, telegram_stream_interval=0.1), qa=qa, lookup=SharedLookup(shared_dir)
+    )
+    async with app:
+        since = len(api.requests)
+        await app.process_update(Update.de_json({"update_id": 1, **message_update(61, "Вопрос о краже")}, app.bot))
+        requests = [r for r in api.calls(since=since) if r.method != "sendChatAction"]
+    methods = [r.method for r in requests]
+    assert methods.count("sendMessageDraft") == 1  # tried once, then edits
+    assert methods[1] == "sendMessage" and methods.count("sendMessage") == 1
+    assert methods.count("editMessageText") >= 3 and is_final(requests[-1])
+    edits = [r.params["text"] for r in requests if r.method == "editMessageText"]
+    assert edits[-1].startswith("Ответ на вопрос «Вопрос о краже»: см. статью 188 УК РК [S1].\n\n<b>Источники:</b>")
+    assert all(len(a) < len(b) for a, b in zip(edits, edits[1:-1], strict=False))  # more of the answer each time
+
+
 def quoting(body: dict[str, Any]) -> str:
     """A model that answers by quoting its first source (grounded), or condenses a follow-up."""
     prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "user")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import re
 from html.parser import HTMLParser
@@ -91,6 +92,23 @@ def test_answer_escapes_markup_from_the_model_and_titles() -> None:
     assert f'<a href="{src.url}">' in message
     assert "<script>" not in message
     assert visible([message]).startswith("Штраф < 100 МРП & арест > 10 суток <b>не тег</b>")
+
+
+def test_an_answer_that_used_the_conversation_says_how_it_understood_the_question() -> None:
+    searched = "Что будет за <кражу> & мошенничество? А если сумма крупная?"
+    followed = dataclasses.replace(result("Ответ [S1]."), search_question=searched, used_history=True)
+    [ru] = format_answer(followed, "ru")
+    [kk] = format_answer(dataclasses.replace(followed, lang="kk"), "kk")
+    line = "Что будет за &lt;кражу&gt; &amp; мошенничество? А если сумма крупная?"
+    assert f"Ответ [S1].\n\n<i>Понял вопрос так: {line}</i>\n\n<b>Источники:</b>" in ru
+    assert f"<i>Сұрақты былай түсіндім: {line}</i>" in kk
+    # Without the conversation's help (or a search of the question itself) there is no such line.
+    alone = dataclasses.replace(followed, used_history=False)
+    assert "Понял вопрос так" not in format_answer(alone, "ru")[0]
+    # A long glued search is shortened: the line stays short.
+    [long] = format_answer(dataclasses.replace(followed, search_question="слово " * 200), "ru")
+    understood = re.search(r"<i>Понял вопрос так: (.*?)</i>", long).group(1)
+    assert len(understood) == 300 and understood.endswith("…")
 
 
 def test_answer_lists_each_article_once_with_link_and_status() -> None:
