@@ -50,9 +50,9 @@ class QAChain:
         )
         self.followup = FollowupCondenser(settings, rule, self.chat_model)
         # x: {"question": as asked, "search": what to search and answer (the question, or a follow-up read in
-        # the context of the conversation), "used_history"}
+        # the context of the conversation), "used_history", "followup": what the conversation adds to the search}
         self.runnable = RunnablePassthrough.assign(
-            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["search"]))
+            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["search"], x["followup"]))
         ) | RunnableLambda(self._answer)
 
     @classmethod
@@ -85,6 +85,7 @@ class QAChain:
                 "question": question,
                 "search": understood.search_question,
                 "used_history": understood.used_history,
+                "followup": understood.followup,
                 "on_token": on_token,
             }
         )

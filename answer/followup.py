@@ -40,6 +40,7 @@ from answer.llm import backend_of
 from answer.records import Exchange
 from config import Settings
 from retrieval.analyzer import Lang, analyze, detect_lang, normalize
+from retrieval.pipeline import Followup
 from retrieval.query import analyze_query
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Understood:
     search_question: str
     used_history: bool
     how: str  # "no history", "topic change", "own article", "continuation", "own subject", "context", "<backend>"
+    followup: Followup = Followup()  # what the conversation adds to the search (the rule's; nothing alone)
 
 
 def glue(history: Sequence[Exchange], question: str, max_chars: int) -> str:
@@ -99,6 +101,9 @@ class FollowupRule:
         focus: share of them in one document that makes the search "focused" there.
         max_chars: characters of earlier context glued before a follow-up.
         long_terms: search terms that make a message long enough to carry its own subject.
+        prefer: a follow-up read with context prefers the documents the previous answer cited (retrieval's
+            law-aware step boosts them like a code the question names) and does not get the remedy route the
+            previous answer already gave at the top again.
     """
 
     search: Callable[[str], Sequence[str]]
@@ -106,6 +111,7 @@ class FollowupRule:
     focus: float = 0.6
     max_chars: int = 600
     long_terms: int = 6
+    prefer: bool = True
 
     def __call__(self, question: str, history: Sequence[Exchange]) -> Understood:
         if not history:
@@ -121,8 +127,9 @@ class FollowupRule:
         # Naming the code the previous answer cited most, so that the search prefers it, measured worse
         # (followup_dev hit@5 0.7 -> 0.6, BM25: a family question's previous answer cited the Civil Code).
         search = glue(history, question, self.max_chars)
+        followup = self.followup(previous, question)
         if _CONTINUATION_RE.match(norm):
-            return Understood(search, True, "continuation")
+            return Understood(search, True, "continuation", followup)
         words = _WORD_RE.findall(norm)
         leans = not ANAPHORA.isdisjoint(words)
         own_topic = bool(info.codes or info.synonym_refs) or (
@@ -132,7 +139,7 @@ class FollowupRule:
         if (own_topic or long and not leans) and (focused := self.focused_doc(question)) is not None:
             if focused not in self.previous_docs(previous):
                 return Understood(question, False, "own subject")
-        return Understood(search, True, "context")
+        return Understood(search, True, "context", followup)
 
     def focused_doc(self, question: str) -> str | None:
         """The document most of the message's own top articles come from, if they agree enough."""
@@ -141,6 +148,15 @@ class FollowupRule:
             return None
         doc, n = Counter(docs).most_common(1)[0]
         return doc if n / self.top >= self.focus else None
+
+    def followup(self, previous: Exchange, question: str) -> Followup:
+        """The document the previous answer cited most (the first cited on a tie), the message's own words and
+        the remedy-route articles the previous answer gave."""
+        if not self.prefer:
+            return Followup()
+        cited = Counter(s.doc_id for s in previous.sources if not s.remedy)
+        given = frozenset((s.doc_id, s.article) for s in previous.sources if s.remedy)
+        return Followup(prefer_docs=tuple(d for d, _ in cited.most_common(1)), own=question, given=given)
 
     def previous_docs(self, exchange: Exchange) -> set[str]:
         """The documents the previous answer cited (or, when it cited none, where its search landed)."""

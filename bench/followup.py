@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                     history.append(Exchange.of(chain.invoke(turn, history)))
                 u = chain.understand(d.turns[-1], history)
                 rank = next((i for i, k in enumerate(r.keys, 1) if k in r.relevant), None)
-                print(f"{d.id}: gold rank {rank}; {u.how}: {u.search_question}")  # noqa: T201
+                prefer = ", ".join(u.followup.prefer_docs)
+                print(f"{d.id}: gold rank {rank}; {u.how} (prefer {prefer or '-'}): {u.search_question}")  # noqa: T201
         variants = [(f"focus {f}", {"focus": f}) for f in args.focus]
         for label, change in variants:
             chain.followup.rule = dataclasses.replace(default, **change)

@@ -262,6 +262,7 @@ def evaluate_dialogues(
     """Answer each dialogue's earlier turns in order through the chain, each with the ones before as history,
     then rank its last turn three ways (WITH_HISTORY, ALONE, GLUED); one report per way."""
     from answer.records import Exchange
+    from retrieval.pipeline import Followup
 
     retrieval = chain.retrieval
     if dialogues:
@@ -274,10 +275,10 @@ def evaluate_dialogues(
             history.append(Exchange.of(chain.invoke(turn, history)))
         last = d.turns[-1]
         start = time.perf_counter()
-        search = chain.understand(last, history).search_question
-        searches = {WITH_HISTORY: search, ALONE: last, GLUED: " ".join(d.turns)}
+        understood = chain.understand(last, history)
+        searches = {WITH_HISTORY: understood.search_question, ALONE: last, GLUED: " ".join(d.turns)}
         for way, text in searches.items():
-            ranked = retrieval.rank_articles(text, k)
+            ranked = retrieval.rank_articles(text, k, understood.followup if way == WITH_HISTORY else Followup())
             elapsed = (time.perf_counter() - start) * 1000
             info = retrieval.analyze(text)
             results[way].append(

@@ -1,5 +1,5 @@
 """Law-aware first stage: a crime question always gets Criminal Code candidates; a named code is searched and
-its articles are preferred."""
+its articles are preferred, and so are the codes a conversation's previous answer cited (`prefer`)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ class LawAwareRetriever(BaseRetriever):
     - a crime question with fewer than `min_docs` Criminal Code articles gets the best missing ones from the
       same search limited to the Criminal Code;
     - a question naming a code («по Трудовому кодексу», «ҚК-нің») gets up to `min_docs` articles of that code
-      the same way, and that code's articles count `named_boost` times their fused score.
+      the same way, and that code's articles count `named_boost` times their fused score;
+    - the documents in `prefer` (a follow-up's: the codes the previous answer cited) are treated as named.
 
     Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
     matches of the whole corpus rather than after all of them.
@@ -44,11 +45,43 @@ class LawAwareRetriever(BaseRetriever):
     named_boost: float = 3.0
     """Score multiplier of the articles of a code the question names (1: no preference)."""
     code_id: str = CRIMINAL_CODE_ID
+    prefer: tuple[str, ...] = ()
+    """Documents preferred as if the question named them (a copy per follow-up: `for_followup`)."""
+    own: str = ""
+    """A follow-up's own words, searched too (with the same preference) and fused with the query's ranking, so
+    that the aspect the message asks about is not drowned by the earlier turns glued before it."""
+    own_weight: float = 0.3
+    """Weight of the own words' ranking in that fusion (the query's: 1); below 1, the conversation's search keeps
+    the top and the own words' strong matches join it."""
+    rrf_c: float = 5.0
+    """Reciprocal-rank constant of that fusion."""
+
+    def for_followup(self, prefer: tuple[str, ...], own: str) -> LawAwareRetriever:
+        """This retriever preferring `prefer` and fusing in the search of `own` (itself when both are empty)."""
+        return self.model_copy(update={"prefer": prefer, "own": own}) if prefer or own else self
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        docs = self._law_aware(query, run_manager)
+        if not self.own or self.own == query:
+            return docs
+        return self._fuse([(1.0, docs), (self.own_weight, self._law_aware(self.own, run_manager))])
+
+    def _fuse(self, rankings: list[tuple[float, list[Document]]]) -> list[Document]:
+        """Reciprocal-rank fusion per article; each article keeps its Document from the first list having it."""
+        first: dict[object, Document] = {}
+        scores: dict[object, float] = {}
+        for weight, ranking in rankings:
+            for rank, d in enumerate(ranking, start=1):
+                first.setdefault(key_of(d), d)
+                scores[key_of(d)] = scores.get(key_of(d), 0.0) + weight / (rank + self.rrf_c)
+        ordered = sorted(first, key=lambda k: scores[k], reverse=True)
+        return [first[k].model_copy(update={"metadata": {**first[k].metadata, "score": scores[k]}}) for k in ordered]
+
+    def _law_aware(self, query: str, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         info = self.analyze(query)
         docs = self.base.invoke(query, config={"callbacks": run_manager.get_child("base")})
-        focus = list(info.codes)
+        named = list(dict.fromkeys([*info.codes, *self.prefer]))
+        focus = list(named)
         if info.is_criminal and self.code_id not in focus:
             focus.append(self.code_id)
         if not focus or self.min_docs <= 0 and self.named_boost == 1:
@@ -69,14 +102,16 @@ class LawAwareRetriever(BaseRetriever):
                     Document(page_content=doc.page_content, metadata={**doc.metadata, "law_aware": True}, id=doc.id)
                 )
                 present += 1
-        named = set(info.codes)
+        named_set = set(named)
 
         def score(d: Document) -> float:
             s = d.metadata.get("score", 0.0)
-            return s * self.named_boost if d.metadata["doc_id"] in named else s
+            return s * self.named_boost if d.metadata["doc_id"] in named_set else s
 
         ranked = sorted(docs, key=score, reverse=True)
         return [
-            d.model_copy(update={"metadata": {**d.metadata, "score": score(d)}}) if d.metadata["doc_id"] in named else d
+            d.model_copy(update={"metadata": {**d.metadata, "score": score(d)}})
+            if d.metadata["doc_id"] in named_set
+            else d
             for d in ranked
         ]

@@ -11,8 +11,9 @@ from answer.records import Exchange
 from config import CRIMINAL_CODE_ID
 from corpus.store import load_articles
 from rag_chain import QAChain
+from retrieval.pipeline import Followup
 from tests.support.llm_servers import with_backends
-from tests.support.retrieval import TK
+from tests.support.retrieval import KOAP, TK
 
 FRAUD = "Что будет за мошенничество?"
 LARGE = "А если сумма крупная?"
@@ -195,3 +196,59 @@ def test_focus_decides_what_counts_as_strong_matches_of_its_own(chain):
     never = FollowupRule(search=chain.followup.rule.search, focus=1.01)  # no search is ever focused enough
     assert never.focused_doc(question) is None
     assert never(question, history).used_history
+
+
+# --- what the conversation adds to the search: the previous answer's codes, its remedy route ---------------
+
+HOLIDAY = "Меня вызвали работать в праздничный день."
+PAID = "Как это оплачивается?"
+DISMISSED = "Меня хотят уволить за прогул."
+
+
+def test_a_single_question_ranks_the_same_with_an_empty_followup(chain):
+    for question in (FRAUD, HOLIDAY, DISMISSED, "Жұмыс берушім жалақыны үнемі кешіктіреді."):
+        assert chain.retrieval.rank_articles(question, 20) == chain.retrieval.rank_articles(question, 20, Followup())
+
+
+def test_the_rule_passes_on_the_previous_answers_codes_and_remedy_route(chain):
+    history = asked(chain, DISMISSED)
+    cited = [s for s in history[-1].sources if not s.remedy]
+    remedies = {(s.doc_id, s.article) for s in history[-1].sources if s.remedy}
+    assert cited and remedies  # a labour dispute: the Labour Code and its route (ТК 159/160)
+    understood = chain.understand("Должны ли сначала взять с меня объяснение?", history)
+    assert understood.used_history
+    assert understood.followup.prefer_docs == (TK,) and understood.followup.given == remedies
+    # a change of subject carries nothing over
+    assert chain.understand("Другой вопрос: что будет за кражу?", history).followup == Followup()
+    assert chain.understand("Что будет за кражу?", []).followup == Followup()
+
+
+def test_preferred_documents_are_boosted_like_a_named_code(chain):
+    alone = top(chain, PAID, 10)
+    preferred = chain.retrieval.rank_articles(PAID, 10, Followup(prefer_docs=(KOAP,)))
+    assert sum(d == KOAP for d, _ in alone) < sum(d == KOAP for d, _, _ in preferred)
+    assert preferred[0][0] == KOAP
+
+
+def test_a_remedy_route_already_given_is_not_put_at_the_top_again(chain):
+    ranked = top(chain, DISMISSED, 5)
+    route = [k for k in ranked if k in {(TK, "159"), (TK, "160")}]
+    assert route  # the labour route enters the top 5 of a dismissal question
+    again = chain.retrieval.rank_articles(DISMISSED, 5, Followup(given=frozenset(route)))
+    assert not {(d, a) for d, a, _ in again} & set(route)
+
+
+def test_a_follow_up_finds_the_aspect_it_asks_about_in_the_previous_answers_code(chain):
+    # «Должны ли сначала взять с меня объяснение?» after a dismissal for absence: the glued search stays on the
+    # dismissal articles the first turn's words name; the message's own words, searched too within the Labour
+    # Code, find the procedure of a disciplinary penalty (ТК 65: the written explanation first)
+    question = "Должны ли сначала взять с меня объяснение?"
+    understood = chain.understand(question, asked(chain, DISMISSED))
+    assert understood.used_history and understood.followup.own == question
+    glued = chain.retrieval.rank_articles(understood.search_question, 20)
+    fused = chain.retrieval.rank_articles(understood.search_question, 20, understood.followup)
+    assert rank_of(fused, (TK, "65")) < rank_of(glued, (TK, "65"))
+
+
+def rank_of(ranked: list[tuple[str, str, float]], key: tuple[str, str]) -> int:
+    return next((i for i, (d, a, _) in enumerate(ranked, 1) if (d, a) == key), len(ranked) + 1)
