@@ -129,6 +129,15 @@ class Settings(BaseSettings):
         "on the 1,824 vectors embedded so far the raw best cosine does not separate (gold 0.81-0.90, probes "
         "0.73-0.84: «как дела» 0.843 is above half the gold questions).",
     )
+    off_topic_dense_peak: float = Field(
+        default=0.0,
+        description="The same by how far the best cosine of a chunk stands above the mean of the top "
+        "OFF_TOPIC_PEAK_K (a message the laws do not treat is about equally near to many chunks); 0 = no say. "
+        "Any one signal below its threshold makes the message off-topic. MEASUREMENT PENDING.",
+    )
+    off_topic_peak_k: int = Field(
+        default=50, ge=2, description="Dense hits whose mean the best one is compared with (OFF_TOPIC_DENSE_PEAK)."
+    )
     learned_ranker: bool = Field(
         default=True,
         description="A learned second stage (LightGBM lambdarank, retrieval/learned.py) orders the first stage's "
