@@ -63,6 +63,18 @@ class Ranked(NamedTuple):
     via: str
 
 
+@dataclass(frozen=True)
+class Followup:
+    """What a conversation adds to the search of a follow-up: the documents the previous answer cited,
+    preferred like a code the question names; the message's own words, searched too and fused with the search
+    of the question (the conversation glued before them); and the remedy-route articles the previous answer
+    already gave, not put at the top again. Empty (the default) for a single question: nothing changes."""
+
+    prefer_docs: tuple[str, ...] = ()
+    own: str = ""
+    given: frozenset[ArticleKey] = frozenset()
+
+
 Status = Literal["answered", "no_such_article", "unknown_code", "off_topic"]
 
 
@@ -279,23 +291,30 @@ class Retrieval:
 
     # --- per question ----------------------------------------------------------------------------
 
-    def candidates(self, question: str) -> list[Document]:
-        """First-stage articles for the question (fused, law-aware), before reranking; best first."""
-        candidates = self.first_stage.invoke(question)
+    def candidates(self, question: str, followup: Followup = Followup()) -> list[Document]:
+        """First-stage articles for the question (fused, law-aware; a follow-up's as `Followup` says), before
+        reranking; best first."""
+        first_stage = self.first_stage
+        if isinstance(first_stage, LawAwareRetriever):
+            prefer = followup.prefer_docs if self.stages.law_aware else ()
+            first_stage = first_stage.for_followup(prefer, followup.own)
+        candidates = first_stage.invoke(question)
         if self.settings.demote_repealed:
             # A repealed article keeps only its heading and a note: short, so BM25 loves it, but a question
             # about the law in force is not answered by it (named explicitly, it still comes first).
             candidates.sort(key=lambda d: d.metadata.get("status") == "repealed")
         return candidates
 
-    def _ranked(self, question: str, timings: dict[str, float]) -> tuple[QueryInfo, list[Ranked]]:
+    def _ranked(
+        self, question: str, timings: dict[str, float], followup: Followup = Followup()
+    ) -> tuple[QueryInfo, list[Ranked]]:
         """Every article for the question, best first: named ones, then found ones, a remedy route among them."""
         t0 = time.perf_counter()
         info = self.analyze(question)
         t1 = time.perf_counter()
         if not any(ch.isalnum() for ch in question):
             return info, []  # nothing to search for: no arbitrary articles for "" or "?"
-        candidates = self.candidates(question)
+        candidates = self.candidates(question, followup)
         if self.learned is not None and candidates:
             candidates = self.learned.rerank(self, question, candidates)
         t2 = time.perf_counter()
@@ -333,10 +352,12 @@ class Retrieval:
                 via = "remedy" if d.metadata.get("remedy") else "found"
                 out.append(Ranked(key, d, float(d.metadata.get("score", 0.0)), via))
         if self.stages.remedies and self.settings.remedies and self.learned is None:  # the model places them
-            out = self._with_remedies(info, out)
+            out = self._with_remedies(info, out, followup.given)
         return info, out
 
-    def _with_remedies(self, info: QueryInfo, ranked: list[Ranked]) -> list[Ranked]:
+    def _with_remedies(
+        self, info: QueryInfo, ranked: list[Ranked], given: frozenset[ArticleKey] = frozenset()
+    ) -> list[Ranked]:
         """The remedy route's articles (retrieval/remedies.py) moved or inserted at settings.remedy_rank."""
         route = pick_route(info, [r.key[0] for r in ranked])
         if route is None:
@@ -344,7 +365,9 @@ class Retrieval:
         at = self.settings.remedy_rank
         head = ranked[:at]
         in_head = {r.key for r in head}
-        moved = [k for k in ((r.doc_id, r.article) for r in route.refs) if k in self.articles and k not in in_head]
+        # A follow-up whose previous answer already gave the route does not get it again at the top.
+        refs = [(r.doc_id, r.article) for r in route.refs]
+        moved = [k for k in refs if k in self.articles and k not in in_head and k not in given]
         if not moved:
             return ranked
         found = {r.key: r.doc for r in ranked}
@@ -352,17 +375,20 @@ class Retrieval:
         inserted = [Ranked(k, found.get(k), score, "remedy") for k in moved]
         return [*head, *inserted, *(r for r in ranked[at:] if r.key not in set(moved))]
 
-    def rank_articles(self, question: str, k: int) -> list[tuple[str, str, float]]:
+    def rank_articles(
+        self, question: str, k: int, followup: Followup = Followup()
+    ) -> list[tuple[str, str, float]]:
         """(doc_id, article, score) of the k best articles, best first (the eval harness's view)."""
-        _, ranked = self._ranked(question, {})
+        _, ranked = self._ranked(question, {}, followup)
         return [(r.key[0], r.key[1], r.score) for r in ranked[:k]]
 
-    def retrieve(self, question: str) -> RetrievalResult:
+    def retrieve(self, question: str, followup: Followup = Followup()) -> RetrievalResult:
         """The top settings.rerank_top_n articles (all explicitly named ones, even beyond), one Document each:
-        header plus best-matching chunks in the question's language when the article has it."""
+        header plus best-matching chunks in the question's language when the article has it; `followup`: what
+        the conversation adds to a follow-up's search (nothing for a single question)."""
         timings: dict[str, float] = {}
         start = time.perf_counter()
-        info, ranked = self._ranked(question, timings)
+        info, ranked = self._ranked(question, timings, followup)
         scores = self._chunk_scores(info)
         verdict = self.verdict(info, scores)
         if verdict.status != "answered":
