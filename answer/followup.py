@@ -19,7 +19,10 @@ and returning an `Understood`:
 
   "With context" searches the previous turn's search question (which already carries its own context when it
   was a follow-up) glued before the message, so the conversation's words pull the search to the area of law the
-  previous answer was about.
+  previous answer was about. It also carries a `Followup` for retrieval: the code the previous answer cited most
+  (preferred like a named code), the message's own words (searched too and fused in, so the aspect it asks about
+  is not drowned by the earlier turn's words) and the remedy route the previous answer already gave (not put at
+  the top again).
 """
 
 from __future__ import annotations
