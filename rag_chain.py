@@ -27,7 +27,7 @@ from config import Settings
 from corpus.errors import QAError, UserError
 from corpus.records import Article
 from corpus.store import load_articles
-from retrieval.analyzer import clean_text
+from corpus.text import clean_text
 from retrieval.pipeline import Retrieval
 from retrieval.query import analyze_query
 

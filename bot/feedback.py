@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from answer.records import Exchange, QAResult, Source
-from bot.sanitize import clean_text
+from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ from bot import keyboards
 from bot.feedback import FeedbackStore
 from bot.format import escape, format_answer, format_article, split_html
 from bot.ratelimit import SlidingWindowLimiter
-from bot.sanitize import clean_text
 from bot.stream import AnswerStream
 from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
 from config import Settings
 from corpus.errors import UserError
 from corpus.records import Article
+from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ MAX_QUESTION_CHARS = 2000
 ECHO_CHARS = 40  # what a reply repeats of the user's input, at most
 TYPING_REFRESH = 4.5  # Telegram shows "typing…" for 5 s per chat action
 _KAZAKH_LETTERS = re.compile("[ӘәҒғҚқҢңӨөҰұҮүҺһІі]")
-_INVISIBLE = re.compile(r"[\u200b-\u200f\u2060\ufeff]")
 _ARTICLE_WORDS = {"ст", "ст.", "статья", "статьи", "бап", "бабы", "article", "art", "art.", "№"}
 T = TypeVar("T")
 
@@ -243,7 +242,7 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     message = update.effective_message
     lang = user_lang(update, context)
     # Cleaned at the edge: a stray surrogate would break the chain's encoders and the stored record.
-    question = _INVISIBLE.sub("", clean_text(message.text or "")).strip()
+    question = clean_text(message.text or "").strip()
     if not question:
         await reply(message, t("empty", lang))
         return

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import snowballstemmer
 
+from corpus.text import clean_text
 from ingest_adilet.text_parser import parse_text
-from retrieval.analyzer import analyze, clean_text, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
+from retrieval.analyzer import analyze, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
 
 
 @pytest.fixture(scope="module")
