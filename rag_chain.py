@@ -192,8 +192,8 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
         if not (settings.index_dir / "faiss" / "meta.json").exists():
             print(f"First run: building the corpus and the search index in {settings.data_dir} from "
                   f"{from_dir or settings.source_dir or settings.adilet_base_url}. Embedding the whole corpus "
-                  "takes about an hour on 2 cores, and its latent terms ~50 minutes more (SPARSE_WEIGHT=0 skips them; "
-                  "DENSE_SCOPE=first_chunk halves the rest); an interrupted build resumes; later runs start in "
+                  "takes about 45 minutes on 2 cores, and its latent terms ~35 minutes more (SPARSE_WEIGHT=0 skips "
+                  "them; DENSE_SCOPE=first_chunk halves the rest); an interrupted build resumes; later runs start in "
                   "seconds.")
         report = ingest(settings, source_dir=from_dir or settings.source_dir)
         if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():

@@ -101,7 +101,7 @@ def _index(settings: Settings) -> int:
         _console.print(
             f"Building the search index in {settings.index_dir} from {settings.corpus_dir} with "
             f"{settings.embedding_backend} (dense scope: {settings.dense_scope}); the whole corpus takes"
-            " about an hour on 2 cores the first time, and ~50 minutes more for its latent terms (SPARSE_WEIGHT=0"
+            " about 45 minutes on 2 cores the first time, and ~35 minutes more for its latent terms (SPARSE_WEIGHT=0"
             " skips them; DENSE_SCOPE=first_chunk halves the rest); later builds embed only what changed."
         )
     report = build_index(settings)
