@@ -141,9 +141,10 @@ class Settings(BaseSettings):
         default=50, ge=2, description="Dense hits whose mean the best one is compared with (OFF_TOPIC_DENSE_PEAK)."
     )
     learned_ranker: bool = Field(
-        default=True,
+        default=False,
         description="A learned second stage (LightGBM lambdarank, retrieval/learned.py) orders the first stage's "
-        "candidates and the remedy-route articles; off, or when its model is missing, the fused order is kept.",
+        "candidates and the remedy-route articles; off, or when its model is missing, the fused order is kept. "
+        "Off by default: out-of-fold it gains only noise over the fusion (README, bench/ablation.md).",
     )
     ranker_path: Path | None = Field(
         default=None,

@@ -7,6 +7,7 @@ feature names, feature-schema version, candidate depth, the gold files it was tr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -45,6 +46,7 @@ class RankerMeta(BaseModel):
     trained_on: dict[str, int]  # gold file → questions
     params: dict[str, float | int | str | bool]
     rounds: int
+    sha256: str = ""  # of the model text: LightGBM aborts the process on a damaged one, so it is checked first
 
 
 def packaged_path() -> Path:
@@ -71,9 +73,11 @@ class LearnedRanker:
     def save(self, path: Path) -> None:
         """Write the model (LightGBM text) and its sidecar (JSON)."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.booster.model_to_string(), encoding="utf-8")
+        text = self.booster.model_to_string()
+        path.write_text(text, encoding="utf-8")
+        meta = self.meta.model_copy(update={"sha256": hashlib.sha256(text.encode()).hexdigest()})
         sidecar(path).write_text(
-            json.dumps(self.meta.model_dump(), ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            json.dumps(meta.model_dump(), ensure_ascii=False, indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
 
     @classmethod
@@ -92,8 +96,11 @@ class LearnedRanker:
                 f"trained on feature schema {meta.feature_schema} ({len(meta.feature_names)} features); "
                 f"this code computes schema {FEATURE_SCHEMA} ({len(FEATURE_NAMES)})"
             )
+        text = path.read_bytes()
+        if hashlib.sha256(text).hexdigest() != meta.sha256:
+            raise ValueError(f"{path.name} does not match the digest in {sidecar(path).name} (damaged or replaced)")
         try:
-            booster = lightgbm.Booster(model_str=path.read_text(encoding="utf-8"))
+            booster = lightgbm.Booster(model_str=text.decode("utf-8"))
         except (lightgbm.basic.LightGBMError, UnicodeDecodeError) as err:
             raise ValueError(f"{path.name} is not a LightGBM model ({str(err).splitlines()[0]})") from err
         if tuple(booster.feature_name()) != FEATURE_NAMES:
