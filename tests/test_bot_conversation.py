@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,6 @@ LARGE = "А если сумма крупная?"
 UNDERSTOOD = "<i>Понял вопрос так: "
 CONDENSED = "Какое наказание за мошенничество в крупном размере?"
 WAIT = 120.0  # seconds: a guard against hanging on a loaded machine, not a timing assertion
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[BotAPIServer]:
-    async with BotAPIServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

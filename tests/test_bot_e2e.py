@@ -65,12 +65,6 @@ def keyboard(question_id: int, chosen: str = "") -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[BotAPIServer]:
-    async with BotAPIServer() as server:
-        yield server
-
-
 @asynccontextmanager
 async def polling(app: Application) -> AsyncIterator[Application]:
     """Run the application by long polling, as run_polling() does but without owning the event loop."""

@@ -48,12 +48,6 @@ ADMIN = 900
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[BotAPIServer]:
-    async with BotAPIServer() as server:
-        yield server
-
-
-@pytest.fixture
 def bot_settings(settings: Settings, api: BotAPIServer) -> Settings:
     return settings_for(settings, api, telegram_rate_limit_per_minute=3, telegram_admin_ids=[ADMIN])
 

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot.app import build_application
 from corpus.store import load_articles
 from rag_chain import QAChain
-from tests.support.telegram_server import BotAPIServer, message_update, settings_for
+from tests.support.telegram_server import message_update, settings_for
 from tests.test_bot_e2e import polling, step
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[BotAPIServer]:
-    async with BotAPIServer() as server:
-        yield server
 
 
 async def test_question_and_article_through_the_real_chain(api, corpus_slice, hybrid_retrieval) -> None:

@@ -31,12 +31,6 @@ DAY = 24 * 3600
 
 
 @pytest.fixture
-async def api() -> AsyncIterator[BotAPIServer]:
-    async with BotAPIServer() as server:
-        yield server
-
-
-@pytest.fixture
 def bot_settings(settings: Settings, api: BotAPIServer) -> Settings:
     return settings_for(settings, api)
 

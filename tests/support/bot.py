@@ -10,7 +10,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -19,6 +19,7 @@ from answer.records import Exchange, QAResult, Source
 from bot.logsetup import NOISY_LOGGERS
 from config import ADILET_SOURCES, Settings, source
 from corpus.records import Article
+from tests.support.telegram_server import BotAPIServer
 
 
 def resolve_code(code: str) -> str | None:
@@ -180,6 +181,13 @@ def long_answer(
 ) -> str:
     """An answer of `paragraphs` paragraphs (~500 characters each with the defaults)."""
     return "\n\n".join((f"{i + 1}. " + sentence * per_paragraph).strip() for i in range(paragraphs))
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[BotAPIServer]:
+    """The local Bot API server (tests/support/telegram_server.py) for one test."""
+    async with BotAPIServer() as server:
+        yield server
 
 
 @pytest.fixture
