@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     off_topic_bm25: float = Field(
         default=2.0,
         description="A question naming no article or code whose best chunk BM25 score is below this (or whose "
-        "dense signal is below OFF_TOPIC_DENSE / OFF_TOPIC_DENSE_PEAK) gets «what would you like to know» instead "
+        "best dense cosine is below OFF_TOPIC_DENSE) gets «what would you like to know» instead "
         "of quotes. Measured by bench/abstain.py on the "
         "full corpus (360 gold questions + 10 follow-up last turns vs 20 probes): the lowest gold score is 2.36 "
         "(«Лишат ли меня прав?»), so 2.0 keeps every gold answer and catches 9 of 20 probes (digits, English, "
@@ -125,20 +125,9 @@ class Settings(BaseSettings):
     off_topic_dense: float = Field(
         default=0.0,
         description="The same by the best cosine similarity of a chunk, when the dense search runs; 0 = the dense "
-        "signal has no say. Not measured on the full-corpus vectors yet (`python -m bench.abstain` prints it); "
-        "on the 1,824 vectors embedded so far the raw best cosine does not separate (gold 0.81-0.90, probes "
-        "0.73-0.84: «как дела» 0.843 is above half the gold questions).",
-    )
-    off_topic_dense_peak: float = Field(
-        default=0.0,
-        description="The same by how far the best cosine of a chunk stands above the mean of the top "
-        "OFF_TOPIC_PEAK_K (a message the laws do not treat is about equally near to many chunks); 0 = no say. "
-        "Any one signal below its threshold makes the message off-topic. Not measured on the full corpus yet "
-        "(`python -m bench.abstain`); on the test slice (~170 vectors) it does not separate: «Работодатель не "
-        "платит зарплату» 0.016 vs weather probes 0.024-0.031 (top 50; 0.005 vs 0.014-0.017 with the top 10).",
-    )
-    off_topic_peak_k: int = Field(
-        default=50, ge=2, description="Dense hits whose mean the best one is compared with (OFF_TOPIC_DENSE_PEAK)."
+        "signal has no say (nor is its search run). On the full corpus the lowest gold question is 0.8392 and "
+        "«как дела» 0.852: no threshold both keeps every gold answer and catches small talk with a margin. "
+        "How far the best stands above the mean of the top 50 was measured too and separates worse.",
     )
     learned_ranker: bool = Field(
         default=False,

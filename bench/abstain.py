@@ -7,7 +7,7 @@ distribution over the gold questions (citizen_dev, jurhelp_dev, jurhelp_train, a
 dialogues as the chain searches it: `search_question`, read in the context of the earlier turns) and over the
 probes (no legal content: greetings, small talk, weather, recipes, digits, emoji, gibberish in Russian, Kazakh and
 English); the highest threshold that keeps every gold answer and the probes it alone catches; then, with the
-current settings (OFF_TOPIC_BM25 / OFF_TOPIC_DENSE / OFF_TOPIC_DENSE_PEAK, any one below is off-topic), the gold
+current settings (OFF_TOPIC_BM25 / OFF_TOPIC_DENSE, any one below is off-topic), the gold
 questions that would lose their answer (must be 0), the probes caught and the margin of each threshold (lowest
 gold value over it).
 """
@@ -41,7 +41,7 @@ PROBES = [
     # digits, emoji, keyboard mash
     "12345", "999", "👍", "😀😀😀", "asdfgh qwerty",
 ]
-SIGNALS = ("bm25", "dense", "dense_peak")
+SIGNALS = ("bm25", "dense")
 
 
 def gold_questions(gold_dir: Path, retrieval: Retrieval, settings: Settings) -> list[tuple[str, str]]:
@@ -80,8 +80,7 @@ def report(mode: str, rows: list[dict], settings: Settings) -> None:
     gold = [r for r in rows if r["set"] != "probe"]
     probes = [r for r in rows if r["set"] == "probe"]
     checked = [r for r in gold if r["checked"]]  # a question naming an article or code is never off-topic
-    floors = {"bm25": settings.off_topic_bm25, "dense": settings.off_topic_dense,
-              "dense_peak": settings.off_topic_dense_peak}
+    floors = {"bm25": settings.off_topic_bm25, "dense": settings.off_topic_dense}
     for signal in SIGNALS:
         if signal not in rows[0]:
             continue

@@ -433,37 +433,36 @@ class Retrieval:
             return Verdict("no_such_article", missing=tuple(missing), suggestions=suggestions)
         if info.refs or info.codes:
             return Verdict()
-        signals = self.relevance(info, chunk_scores)
         s = self.settings
-        floors = {"bm25": s.off_topic_bm25, "dense": s.off_topic_dense, "dense_peak": s.off_topic_dense_peak}
+        signals = self.relevance(info, chunk_scores, dense=s.off_topic_dense > 0)
+        floors = {"bm25": s.off_topic_bm25, "dense": s.off_topic_dense}
         # Each threshold is set below every gold question's value (bench/abstain.py), so any one signal below
         # its threshold is enough; a threshold of 0 has no say.
         off = any(value < floors[name] for name, value in signals if floors[name] > 0)
         return Verdict("off_topic" if off else "answered", relevance=signals)
 
-    def relevance(self, info: QueryInfo, chunk_scores=None) -> tuple[tuple[str, float], ...]:  # noqa: ANN001
+    def relevance(
+        self, info: QueryInfo, chunk_scores=None, *, dense: bool = True  # noqa: ANN001
+    ) -> tuple[tuple[str, float], ...]:
         """How well the corpus matches the question at all, by each search that runs: ("bm25", the best BM25
-        score of a chunk for the augmented question), ("dense", the best cosine similarity of a chunk) and
-        ("dense_peak", how far that best stands above the mean of the top settings.off_topic_peak_k: a question
-        about something the laws do not treat is about equally near to many chunks); measured against the
-        gold questions and off-topic probes by bench/abstain.py."""
+        score of a chunk for the augmented question) and, with `dense`, ("dense", the best cosine similarity of a
+        chunk); measured against the gold questions and off-topic probes by bench/abstain.py."""
         out: list[tuple[str, float]] = []
         if self.bm25 is not None:
             if chunk_scores is None:
                 chunk_scores = self._chunk_scores(info)
             out.append(("bm25", float(chunk_scores.max()) if len(chunk_scores) else 0.0))
-        if self.vector_store is not None:
+        if dense and self.vector_store is not None:
             from index.build import metadata_filter
 
             conds = {"lang": self.settings.dense_lang} if self.settings.dense_lang is not None else {}
             hits = self.vector_store.similarity_search_with_score(
                 self._dense_query(info.augmented),
-                k=self.settings.off_topic_peak_k,
+                k=1,
                 **({"filter": metadata_filter(**conds)} if conds else {}),
             )
             sims = [float(score) for _, score in hits]
             out.append(("dense", sims[0] if sims else 0.0))
-            out.append(("dense_peak", sims[0] - sum(sims) / len(sims) if sims else 0.0))
         return tuple(out)
 
     def _chunk_scores(self, info: QueryInfo):  # noqa: ANN202 - numpy array or None
