@@ -15,14 +15,11 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from telegram.ext import Application
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,7 +28,7 @@ from bot.app import build_application  # noqa: E402
 from bot.logsetup import quiet_noisy_loggers  # noqa: E402
 from config import Settings  # noqa: E402
 from tests.support.bot import ScriptedQA  # noqa: E402
-from tests.support.telegram_server import BotAPIServer, message_update  # noqa: E402
+from tests.support.telegram_server import BotAPIServer, message_update, polling  # noqa: E402
 
 
 def _spin(n: int) -> None:
@@ -71,20 +68,6 @@ def bot_settings(api: BotAPIServer, data_dir: Path) -> Settings:
     )
 
 
-@asynccontextmanager
-async def serving(app: Application) -> AsyncIterator[Application]:
-    """The bot polling the local server (as run_polling() does, without owning the event loop)."""
-    async with app:
-        await app.start()
-        await app.updater.start_polling(poll_interval=0.0, timeout=1)
-        try:
-            yield app
-        finally:
-            await app.updater.stop()
-            await app.stop()
-    app.bot_data["services"].executor.shutdown()
-
-
 async def run(
     users: int, workers: int, delay: float, kind: str, data_dir: Path, rate: float
 ) -> dict[str, float]:
@@ -92,7 +75,7 @@ async def run(
     qa = ScriptedQA(delay=delay) if kind == "sleep" else cpu_chain(delay, rate)
     async with BotAPIServer() as api:
         app = build_application(bot_settings(api, data_dir), qa=qa, lookup=lambda *a, **k: None, qa_workers=workers)
-        async with serving(app):
+        async with polling(app):
             since = len(api.requests)
             started = time.monotonic()
             for user in range(users):

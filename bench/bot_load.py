@@ -32,13 +32,13 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bot_concurrency import bot_settings, serving  # noqa: E402
+from bench.bot_concurrency import bot_settings  # noqa: E402
 from bot.app import build_application  # noqa: E402
 from bot.handlers import MAX_QUESTION_CHARS  # noqa: E402
 from bot.keyboards import RATE_PATTERN  # noqa: E402
 from bot.logsetup import quiet_noisy_loggers  # noqa: E402
 from config import Settings  # noqa: E402
-from tests.support.telegram_server import BotAPIServer, BotRequest, message_update  # noqa: E402
+from tests.support.telegram_server import BotAPIServer, BotRequest, message_update, polling  # noqa: E402
 
 EVAL_FILES = ("citizen_dev.jsonl", "jurhelp_dev.jsonl")
 
@@ -130,7 +130,7 @@ async def run_level(chain_settings: Settings, users: int, per_user: int, pool: l
         await asyncio.to_thread(get_chain, chain_settings)  # loaded before the clock starts, as a running bot is
         async with BotAPIServer() as api:
             app = build_application(bot_settings(api, state_dir), qa=qa)
-            async with serving(app):
+            async with polling(app):
                 started = time.monotonic()
                 await asyncio.gather(
                     *(user(api, failures, 20_000 + n, rng.sample(pool, per_user), timeout, level) for n in range(users))

@@ -23,8 +23,7 @@ from corpus.store import load_articles
 from rag_chain import QAChain
 from tests.support.bot import ScriptedQA, SharedLookup
 from tests.support.llm_servers import GroqServer, with_backends
-from tests.support.telegram_server import BotAPIServer, BotRequest, message_update, settings_for
-from tests.test_bot_e2e import polling
+from tests.support.telegram_server import BotAPIServer, BotRequest, message_update, polling, settings_for
 
 FRAUD = "Что будет за мошенничество?"
 LARGE = "А если сумма крупная?"

@@ -8,14 +8,11 @@ import socket
 import sqlite3
 import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
 import pytest
 from pydantic import SecretStr
-from telegram import Update
 from telegram.ext import Application
 
 from answer.records import QAResult
@@ -36,6 +33,7 @@ from tests.support.telegram_server import (
     BotRequest,
     callback_update,
     message_update,
+    polling,
     settings_for,
 )
 
@@ -63,20 +61,6 @@ def keyboard(question_id: int, chosen: str = "") -> dict[str, Any]:
             ],
         ]
     }
-
-
-@asynccontextmanager
-async def polling(app: Application) -> AsyncIterator[Application]:
-    """Run the application by long polling, as run_polling() does but without owning the event loop."""
-    async with app:
-        await app.start()
-        await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
-        try:
-            yield app
-        finally:
-            await app.updater.stop()
-            await app.stop()
-    app.bot_data["services"].executor.shutdown()
 
 
 async def step(api: BotAPIServer, update: dict[str, Any], until: str, count: int = 1) -> list[BotRequest]:

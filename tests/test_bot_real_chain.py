@@ -7,8 +7,8 @@ import sqlite3
 from bot.app import build_application
 from corpus.store import load_articles
 from rag_chain import QAChain
-from tests.support.telegram_server import message_update, settings_for
-from tests.test_bot_e2e import polling, step
+from tests.support.telegram_server import message_update, polling, settings_for
+from tests.test_bot_e2e import step
 
 
 async def test_question_and_article_through_the_real_chain(api, corpus_slice, hybrid_retrieval) -> None:

@@ -13,11 +13,14 @@ import itertools
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from telegram import Update
+from telegram.ext import Application
 
 TOKEN = "123456:TEST-token-never-in-logs"
 MAX_TEXT = 4096  # Telegram refuses longer texts (counted after parsing, in UTF-16 code units)
@@ -367,3 +370,17 @@ def settings_for(settings: Any, api: BotAPIServer, **overrides: Any) -> Any:
             **overrides,
         }
     )
+
+
+@asynccontextmanager
+async def polling(app: Application) -> AsyncIterator[Application]:
+    """Run the application by long polling, as run_polling() does but without owning the event loop."""
+    async with app:
+        await app.start()
+        await app.updater.start_polling(poll_interval=0.0, timeout=1, allowed_updates=Update.ALL_TYPES)
+        try:
+            yield app
+        finally:
+            await app.updater.stop()
+            await app.stop()
+    app.bot_data["services"].executor.shutdown()
