@@ -163,8 +163,10 @@ def ingest(
     doc_ids: Sequence[str] | None = None,
     langs: Iterable[Lang] | None = None,
     progress: bool = True,
+    refetch: bool = False,
 ) -> IngestReport:
-    """Ingest the registry documents (or `doc_ids`) in `langs` into settings.corpus_dir; see IngestReport."""
+    """Ingest the registry documents (or `doc_ids`) in `langs` into settings.corpus_dir; see IngestReport.
+    `refetch` downloads every document from adilet again instead of taking a cached download (refresh)."""
     started = time.perf_counter()
     source_dir = source_dir or settings.source_dir
     if source_dir is not None and not Path(source_dir).is_dir():
@@ -204,7 +206,7 @@ def ingest(
             for doc, lang in jobs:
                 bar.update(task, description=f"{doc.doc_id} {lang}")
                 try:
-                    result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher)
+                    result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher, refetch)
                 except AdiletUnreachable as err:  # no document will get through: stop at once
                     unreachable = err
                     break
@@ -247,6 +249,7 @@ def _ingest_one(
     manifest: Manifest,
     source_dir: Path | None,
     fetcher: AdiletFetcher | None,
+    refetch: bool = False,
 ) -> tuple[DocumentResult, DocumentRecords | None]:
     """Ingest one document in one language; failures are reported, never raised."""
     previous = manifest.entry(doc.doc_id, lang)
@@ -257,7 +260,7 @@ def _ingest_one(
                 return DocumentResult(doc.doc_id, lang, "skipped", reason=f"not in {source_dir}"), None
         else:
             assert fetcher is not None
-            html = fetcher.fetch(doc.doc_id, lang)
+            html = fetcher.fetch(doc.doc_id, lang, refresh=refetch)
             url = doc.url(lang)
             inputs = [_Input("adilet", html, lambda: _parse_html(html, doc.doc_id, lang, url))]
         errors: list[str] = []

@@ -1,0 +1,304 @@
+"""Refresh: fetch the registry documents again (or read a newer local copy), re-parse what changed, re-embed only
+the changed chunks, and publish the new corpus and index together.
+
+Everything is built in a staging folder inside the data dir (`DATA_DIR/.refresh-*`): a copy of the corpus and
+index, with the real `cache/` linked in so that the embedding cache (keyed by content hash) gives every unchanged
+chunk its vector. Only when the staged corpus and index are both complete are they moved in (two renames of
+folders on one file system) and the build published (`index/publish.py`); a running reader reloads on that
+marker, so it never takes the new corpus with the old index. A refresh that fails anywhere before the moves —
+a document adilet will not serve, a parse error, the index build raising — leaves the data dir's corpus and index
+as they were, byte for byte, and publishes nothing.
+
+With VECTOR_STORE=pinecone the remote namespace is updated in place during the build (it cannot be staged); the
+local corpus is still staged and swapped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+
+from config import Settings
+from corpus.errors import DataDamaged, UserError
+from corpus.records import Article, Lang, content_hash
+from corpus.store import ARTICLES_FILE, Manifest, load_articles, read_manifest
+from ingest_adilet.pipeline import IngestReport, ingest
+
+logger = logging.getLogger(__name__)
+
+STAGE_PREFIX = ".refresh-"
+LOCK_FILE = ".refresh.lock"
+_MOVED = ("corpus", "index")  # the folders a refresh replaces; cache/ is shared, published.json is written last
+
+
+class RefreshFailed(UserError):
+    """A refresh stopped before publishing: the message says why, and that the previous build is still in place."""
+
+
+@dataclass(frozen=True)
+class DocumentChanges:
+    """What changed in one re-parsed document: article numbers added, changed (text or title), repealed (now
+    marked repealed) and removed (no longer in the text at all)."""
+
+    doc_id: str
+    lang: str
+    title: str
+    edition_date: str | None
+    previous_edition_date: str | None
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    repealed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    @property
+    def any(self) -> bool:
+        return bool(self.added or self.changed or self.repealed or self.removed)
+
+
+@dataclass(frozen=True)
+class RefreshReport:
+    """What a refresh did; `generation` is the published build's id, None when nothing changed."""
+
+    data_dir: Path
+    documents: tuple[DocumentChanges, ...]  # the re-parsed documents whose articles changed
+    reparsed: int  # documents whose input changed (parsed again)
+    unchanged: int  # documents whose input was the same (not parsed)
+    skipped: int  # not in --from-dir
+    chunks: int  # chunks in the new corpus
+    vectors: int  # chunks with a vector
+    embedded: int  # vectors computed by this refresh
+    reused: int  # vectors taken from the embedding cache
+    latent_encoded: int  # chunks given latent terms by this refresh
+    generation: str | None
+    seconds: float
+
+    @property
+    def changed(self) -> bool:
+        return self.generation is not None
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["data_dir"] = str(self.data_dir)
+        d["changed"] = self.changed
+        return d
+
+
+def refresh(
+    settings: Settings,
+    *,
+    source_dir: Path | None = None,
+    doc_ids: Sequence[str] | None = None,
+    langs: Sequence[Lang] | None = None,
+    embeddings: Embeddings | None = None,
+    progress: bool = True,
+) -> RefreshReport:
+    """Refresh the corpus and index in settings.data_dir (see the module docstring); RefreshFailed when it stops,
+    with the previous build untouched."""
+    from index.build import build_index
+    from index.publish import publish
+
+    started = time.perf_counter()
+    data_dir = Path(settings.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(data_dir):
+        _remove_stale_stages(data_dir)
+        stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=data_dir))
+        try:
+            staged = _stage(settings, stage)
+            try:
+                ingested = ingest(
+                    staged, source_dir=source_dir, doc_ids=doc_ids, langs=langs, progress=progress, refetch=True
+                )
+            except UserError as err:
+                raise RefreshFailed(f"{err}; {_KEPT}") from err
+            if not ingested.ok:
+                failed = "; ".join(f"{r.doc_id} ({r.lang}): {r.reason}" for r in ingested.failures)
+                raise RefreshFailed(f"{len(ingested.failures)} document(s) failed: {failed}; {_KEPT}")
+            try:
+                built = build_index(staged, embeddings=embeddings, progress=progress)
+            except UserError as err:
+                raise RefreshFailed(f"the index build failed: {err}; {_KEPT}") from err
+            except Exception as err:
+                logger.debug("index build failed", exc_info=True)
+                raise RefreshFailed(f"the index build failed ({type(err).__name__}: {err}); {_KEPT}") from err
+            reparsed = [r for r in ingested.results if r.outcome == "ingested"]
+            changes = _changes(settings.corpus_dir, staged.corpus_dir, {(r.doc_id, r.lang) for r in reparsed})
+            generation = None
+            if reparsed or not built.unchanged:
+                _install(stage, data_dir)
+                generation = publish(settings, "refresh").generation
+                logger.info("refresh published generation %s", generation)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return RefreshReport(
+        data_dir=data_dir,
+        documents=tuple(c for c in changes if c.any),
+        reparsed=len(reparsed),
+        unchanged=_count(ingested, "unchanged"),
+        skipped=_count(ingested, "skipped"),
+        chunks=built.chunks,
+        vectors=built.vectors,
+        embedded=built.embedded,
+        reused=built.from_cache,
+        latent_encoded=built.latent_encoded,
+        generation=generation,
+        seconds=time.perf_counter() - started,
+    )
+
+
+_KEPT = "nothing was published: the previous corpus and index are in place, unchanged"
+
+
+def _count(report: IngestReport, outcome: str) -> int:
+    return sum(r.outcome == outcome for r in report.results)
+
+
+@contextmanager
+def _locked(data_dir: Path) -> Iterator[None]:
+    """One refresh at a time per data dir (an advisory lock, released when the process ends)."""
+    with open(data_dir / LOCK_FILE, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RefreshFailed(f"another refresh of {data_dir} is running; try again when it ends") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _remove_stale_stages(data_dir: Path) -> None:
+    """Staging folders left by a refresh that was killed (we hold the lock, so none is in use)."""
+    for old in data_dir.glob(STAGE_PREFIX + "*"):
+        if old.is_dir():
+            logger.info("removing %s, left by an interrupted refresh", old)
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _stage(settings: Settings, stage: Path) -> Settings:
+    """Settings rooted in `stage`, which holds a copy of the corpus and index and a link to the real cache."""
+    data_dir = Path(settings.data_dir)
+    for name in _MOVED:
+        if (data_dir / name).is_dir():
+            shutil.copytree(data_dir / name, stage / name, symlinks=True)  # copy2: sizes and mtimes kept
+    cache = Path(settings.cache_dir).resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    (stage / "cache").symlink_to(cache, target_is_directory=True)
+    return settings.model_copy(update={"data_dir": stage})
+
+
+def _install(stage: Path, data_dir: Path) -> None:
+    """Move the staged corpus and index in, the previous ones into the stage (deleted with it); on a failed move
+    put back what was moved, so the data dir keeps a whole build."""
+    previous = stage / "previous"
+    previous.mkdir()
+    done: list[str] = []
+    try:
+        for name in _MOVED:
+            if not (stage / name).exists():
+                continue
+            if (data_dir / name).exists():
+                os.replace(data_dir / name, previous / name)
+            done.append(name)
+            os.replace(stage / name, data_dir / name)
+    except BaseException:
+        for name in reversed(done):
+            if (previous / name).exists():
+                if (data_dir / name).exists():
+                    os.replace(data_dir / name, stage / name)
+                os.replace(previous / name, data_dir / name)
+        raise
+    fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- what changed --------------------------------------------------------------------------------------------
+
+
+def _articles(corpus_dir: Path, keys: set[tuple[str, str]]) -> dict[tuple[str, str], list[Article]]:
+    """The articles of the given (doc_id, lang) in a corpus; none when it has no corpus or a damaged one."""
+    if not (Path(corpus_dir) / ARTICLES_FILE).exists():
+        return {}
+    try:
+        articles = load_articles(corpus_dir)
+    except DataDamaged as err:
+        logger.warning("%s: every article of a re-parsed document counts as added", err)
+        return {}
+    out: dict[tuple[str, str], list[Article]] = {}
+    for a in articles:
+        if (a.doc_id, a.lang) in keys:
+            out.setdefault((a.doc_id, a.lang), []).append(a)
+    return out
+
+
+def _manifest(corpus_dir: Path) -> Manifest:
+    try:
+        return read_manifest(corpus_dir)
+    except DataDamaged:
+        return Manifest()
+
+
+def _by_number(articles: Sequence[Article]) -> dict[str, Article]:
+    """Articles by number; a number that occurs twice (a parser quirk) gets «#2», «#3» after the first."""
+    out: dict[str, Article] = {}
+    for a in articles:
+        key, n = a.number, 1
+        while key in out:
+            n += 1
+            key = f"{a.number}#{n}"
+        out[key] = a
+    return out
+
+
+def _text_hash(a: Article) -> str:
+    return content_hash(a.title, a.text)
+
+
+def _changes(old_dir: Path, new_dir: Path, keys: set[tuple[str, str]]) -> list[DocumentChanges]:
+    """Per re-parsed document, its articles added / changed / repealed / removed, compared by number."""
+    if not keys:
+        return []
+    old, new = _articles(old_dir, keys), _articles(new_dir, keys)
+    old_manifest, new_manifest = _manifest(old_dir), _manifest(new_dir)
+    out = []
+    for doc_id, lang in sorted(keys):
+        before, after = _by_number(old.get((doc_id, lang), [])), _by_number(new.get((doc_id, lang), []))
+        added, changed, repealed = [], [], []
+        for number, a in after.items():
+            b = before.get(number)
+            if b is None:
+                added.append(number)
+            elif a.status == "repealed" and b.status != "repealed":
+                repealed.append(number)
+            elif a.status != b.status or _text_hash(a) != _text_hash(b):
+                changed.append(number)  # a changed text, or an article put back in force
+        removed = [n for n in before if n not in after]
+        entry, previous = new_manifest.entry(doc_id, lang), old_manifest.entry(doc_id, lang)
+        out.append(
+            DocumentChanges(
+                doc_id=doc_id,
+                lang=lang,
+                title=entry.title if entry else doc_id,
+                edition_date=entry.edition_date if entry else None,
+                previous_edition_date=previous.edition_date if previous else None,
+                added=tuple(added),
+                changed=tuple(changed),
+                repealed=tuple(repealed),
+                removed=tuple(removed),
+            )
+        )
+    return out

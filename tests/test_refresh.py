@@ -1,0 +1,181 @@
+"""Refresh against a local adilet: one law amended (an article changed, one added, one repealed), the Criminal
+Code unchanged. Only the amended law is parsed and only its changed chunks are embedded; a failure anywhere
+leaves the previous corpus and index byte for byte, and publishes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ingest_adilet.html_parser as html_parser
+from config import Settings
+from corpus.store import load_articles, load_chunks
+from index.build import build_index, embedding_text, load_vector_store
+from index.publish import published
+from ingest_adilet.pipeline import ingest
+from ingest_adilet.refresh import RefreshFailed, refresh
+from tests.support.adilet_server import AdiletServer, Reply, serve_adilet
+from tests.support.index import KeywordEmbeddings
+
+LAW = "Z1300000094"  # on personal data: 37 articles
+CODE = "K1400000226"  # the Criminal Code: 503 articles, unchanged
+DOCS = [LAW, CODE]
+WORDS = ["данные", "кража", "защита", "закон"]
+
+
+def amended(page: str) -> str:
+    """The saved page with article 2 reworded, an article 2-1 inserted and article 4 repealed."""
+    old = "Целью настоящего Закона является обеспечение защиты"
+    assert page.count(old) == 1
+    page = page.replace(old, "Целью настоящего Закона является обеспечение надёжной защиты")
+    art3 = '<p><b><a name="z4"></a>Статья 3.'
+    new = ('<p><b><a name="z9001"></a>Статья 2-1. Цифровые права</b></p><p>\n&nbsp;&nbsp;&nbsp;&nbsp;&nbsp; '
+           "Каждый вправе знать, кто обрабатывает его персональные данные.</p>\n")
+    page = page.replace(art3, new + art3, 1)
+    body = page.index("</b></p>", page.index("Статья 4. ")) + len("</b></p>")
+    art5 = page.index('<p><b><a name="z11"></a>Статья 5.')
+    repeal = "<p>\n&nbsp;&nbsp;&nbsp;&nbsp;&nbsp; Статья 4 исключена Законом РК от 01.11.2026 № 300-VIII.</p>\n"
+    return page[:body] + repeal + page[art5:]
+
+
+@pytest.fixture
+def pages(shared_dir: Path) -> dict[str, str]:
+    return {d: (shared_dir / "corpus" / "html" / f"{d}.html").read_text(encoding="utf-8") for d in DOCS}
+
+
+@pytest.fixture
+def adilet() -> Iterator[AdiletServer]:
+    with serve_adilet() as server:
+        yield server
+
+
+@pytest.fixture
+def live(settings: Settings, adilet: AdiletServer) -> Settings:
+    return settings.model_copy(
+        update={"adilet_base_url": adilet.base_url, "http_delay": 0.0, "http_backoff": 0.0, "http_retries": 0}
+    )
+
+
+def serve(adilet: AdiletServer, pages: dict[str, str]) -> None:
+    for doc_id, page in pages.items():
+        adilet.route(f"/rus/docs/{doc_id}", Reply.html(page))
+
+
+@pytest.fixture
+def built(live: Settings, adilet: AdiletServer, pages: dict[str, str]) -> Settings:
+    """The first build: both documents ingested from the local adilet, indexed with keyword vectors."""
+    serve(adilet, pages)
+    assert ingest(live, doc_ids=DOCS, langs=["ru"], progress=False).ok
+    build_index(live, embeddings=KeywordEmbeddings(WORDS), progress=False)
+    adilet.requests.clear()
+    return live
+
+
+def snapshot(settings: Settings) -> dict[str, bytes]:
+    """Every file of the corpus and index, and the publication marker, by relative path."""
+    root = Path(settings.data_dir)
+    out = {
+        str(p.relative_to(root)): p.read_bytes()
+        for folder in ("corpus", "index")
+        for p in sorted((root / folder).rglob("*"))
+        if p.is_file()
+    }
+    marker = root / "published.json"
+    out["published.json"] = marker.read_bytes() if marker.exists() else b""
+    return out
+
+
+@pytest.fixture
+def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The documents the real HTML parser is run on (it is wrapped, not replaced)."""
+    calls: list[str] = []
+    real = html_parser.parse_html
+
+    def counting(html: str, doc_id: str, *args: object, **kw: object):  # noqa: ANN202
+        calls.append(doc_id)
+        return real(html, doc_id, *args, **kw)
+
+    monkeypatch.setattr(html_parser, "parse_html", counting)
+    return calls
+
+
+def test_refresh_embeds_only_the_changed_chunks_and_names_the_changed_articles(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str], parsed: list[str]
+) -> None:
+    old_chunks = load_chunks(built.corpus_dir)
+    before = published(built)
+    serve(adilet, {**pages, LAW: amended(pages[LAW])})
+    fake = KeywordEmbeddings(WORDS)
+
+    report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=fake, progress=False)
+
+    # every document was fetched again, only the amended one was parsed
+    assert {f"/rus/docs/{d}" for d in DOCS} <= set(adilet.paths())
+    assert parsed == [LAW]
+    assert (report.reparsed, report.unchanged) == (1, 1)
+    # the change report names the articles
+    [law] = report.documents
+    assert (law.doc_id, law.lang) == (LAW, "ru")
+    assert (law.added, law.changed, law.repealed, law.removed) == (("2-1",), ("2",), ("4",), ())
+    # only the chunks whose embedded text changed were embedded: articles 2, 2-1 and 4, one chunk each
+    new_chunks = load_chunks(built.corpus_dir)
+    old_texts = {embedding_text(c, built) for c in old_chunks}
+    expected = sorted(t for c in new_chunks if (t := embedding_text(c, built)) not in old_texts)
+    assert sorted(fake.embedded) == expected
+    assert {c.article for c in new_chunks if embedding_text(c, built) in expected} == {"2", "2-1", "4"}
+    assert report.embedded == len(expected) == 3
+    assert report.reused == report.vectors - 3 == len(new_chunks) - 3
+    # published, and what is in place is the new corpus with an index that matches it
+    after = published(built)
+    assert after is not None and after.by == "refresh" and after != before
+    assert report.generation == after.generation
+    store = load_vector_store(built, embeddings=KeywordEmbeddings(WORDS), chunks=new_chunks)
+    assert len(store.index_to_docstore_id) == len(new_chunks)
+    articles = {a.number: a for a in load_articles(built.corpus_dir) if a.doc_id == LAW}
+    assert articles["4"].status == "repealed" and "надёжной" in articles["2"].text
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+
+def test_refresh_with_nothing_changed_publishes_nothing(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str], parsed: list[str]
+) -> None:
+    serve(adilet, pages)
+    before = snapshot(built)
+    fake = KeywordEmbeddings(WORDS)
+    report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=fake, progress=False)
+    assert not report.changed and report.documents == () and report.unchanged == 2
+    assert parsed == [] and fake.embedded == [] and report.embedded == 0
+    assert snapshot(built) == before
+
+
+def test_a_document_adilet_fails_to_serve_leaves_everything_as_it_was(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str]
+) -> None:
+    before = snapshot(built)
+    serve(adilet, {LAW: amended(pages[LAW])})
+    adilet.route(f"/rus/docs/{CODE}", Reply(500, b"Internal Server Error"))
+    adilet.route(f"/api/documents/by-ngr/{CODE}", Reply(500, b"Internal Server Error"))
+    fake = KeywordEmbeddings(WORDS)
+    with pytest.raises(RefreshFailed, match=f"{CODE}.*HTTP 500.*previous corpus and index are in place"):
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=fake, progress=False)
+    assert snapshot(built) == before
+    assert fake.embedded == []
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+
+def test_an_index_build_that_raises_leaves_everything_as_it_was(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str]
+) -> None:
+    before = snapshot(built)
+    serve(adilet, {**pages, LAW: amended(pages[LAW])})
+    failing = KeywordEmbeddings(WORDS, fail_after=0)  # the batch of changed chunks raises
+    with pytest.raises(RefreshFailed, match="index build failed.*injected failure"):
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=failing, progress=False)
+    assert snapshot(built) == before
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+    # the next refresh succeeds and publishes
+    report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    assert report.changed and report.documents[0].changed == ("2",)
