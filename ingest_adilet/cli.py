@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
-    sub = parser.add_subparsers(dest="command", metavar="{index}")
+    sub = parser.add_subparsers(dest="command", metavar="{index,refresh}")
     index = sub.add_parser(
         "index", help="build the search index from the corpus",
         description="Embed the corpus chunks and build the BM25 and vector indexes (DATA_DIR/index).",
@@ -54,7 +54,27 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument(
         "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step"
     )
+    _refresh_parser(sub)
     return parser
+
+
+def _refresh_parser(sub: argparse._SubParsersAction) -> None:
+    refresh = sub.add_parser(
+        "refresh", help="fetch the documents again, update what changed, publish corpus and index together",
+        description="Fetch the registry documents from adilet again (or read a newer --from-dir), re-parse the "
+        "changed ones, re-embed only changed chunks, and publish the new corpus and index together; prints the "
+        "articles added, changed and repealed. A failure leaves the previous build in place (exit 1 or 2).",
+    )
+    for flags, kw in (
+        (("--from-dir",), {"type": Path, "metavar": "DIR", "help": "read texts from DIR instead of live adilet"}),
+        (("--data-dir",), {"type": Path, "metavar": "DIR", "help": "the data dir to refresh (default: DATA_DIR)"}),
+        (("--docs",), {"nargs": "+", "metavar": "ID", "help": "only these adilet ids"}),
+        (("--lang",), {"nargs": "+", "choices": ["ru", "kk"], "help": "languages (default: INGEST_LANGUAGES)"}),
+        (("--json",), {"action": "store_true", "help": "print the report as JSON (for scripts)"}),
+        (("--no-progress",), {"action": "store_true", "help": "no progress bars"}),
+        (("-v", "--verbose"), {"action": "store_true", "help": "log every step"}),
+    ):
+        refresh.add_argument(*flags, default=argparse.SUPPRESS, **kw)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -119,6 +139,30 @@ def _index(settings: Settings) -> int:
     return 0
 
 
+def _refresh(args: argparse.Namespace, settings: Settings) -> int:
+    """Refresh and print what changed; 1 when it failed (the previous build stays published)."""
+    import json
+
+    from ingest_adilet.refresh import RefreshFailed, refresh, report_tables
+
+    as_json = getattr(args, "json", False)
+    try:
+        report = refresh(settings, source_dir=args.from_dir, doc_ids=args.docs, langs=args.lang,
+                         progress=not as_json and not args.no_progress)
+    except RefreshFailed as err:
+        if as_json:
+            print(json.dumps({"ok": False, "error": str(err)}, ensure_ascii=False))
+        _console.print(f"[red]refresh failed:[/red] {err}", highlight=False)
+        return 1
+    if as_json:
+        print(json.dumps({"ok": True, **report.to_json()}, ensure_ascii=False, indent=1))
+        return 0
+    out = Console()
+    for table in report_tables(report):
+        out.print(table)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for user errors, 1 when a document failed)."""
     args = _parser().parse_args(argv)
@@ -132,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = _settings(args)
         if args.command == "index":
             return _index(settings)
+        if args.command == "refresh":
+            return _refresh(args, settings)
         return _ingest(args, settings)
     except UserError as err:
         _console.print(f"[red]error:[/red] {err}", highlight=False)

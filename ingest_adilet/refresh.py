@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from rich.table import Table
 
 from config import Settings
 from corpus.errors import DataDamaged, UserError
@@ -301,4 +302,41 @@ def _changes(old_dir: Path, new_dir: Path, keys: set[tuple[str, str]]) -> list[D
                 removed=tuple(removed),
             )
         )
+    return out
+
+
+# --- printing ------------------------------------------------------------------------------------------------
+
+
+def _numbers(numbers: Sequence[str], most: int = 30) -> str:
+    shown = ", ".join(numbers[:most])
+    return shown + (f" … (+{len(numbers) - most})" if len(numbers) > most else "")
+
+
+def report_tables(report: RefreshReport) -> list[Table | str]:
+    """What the CLI prints: the changed articles per document, then the index counts and what was published."""
+    out: list[Table | str] = []
+    if report.documents:
+        table = Table(title=f"Changed articles ({report.reparsed} document(s) re-parsed, {report.unchanged} unchanged)")
+        for col in ("document", "lang", "edition", "added", "changed", "repealed", "removed"):
+            table.add_column(col, overflow="fold")
+        for d in report.documents:
+            edition = d.edition_date or "?"
+            if d.previous_edition_date and d.previous_edition_date != d.edition_date:
+                edition = f"{d.previous_edition_date} → {edition}"
+            table.add_row(f"{d.doc_id} {d.title}", d.lang, edition, *(
+                _numbers(n) for n in (d.added, d.changed, d.repealed, d.removed)
+            ))
+        out.append(table)
+    else:
+        out.append(f"No article changed ({report.reparsed} document(s) re-parsed, {report.unchanged} unchanged, "
+                   f"{report.skipped} skipped).")
+    out.append(
+        f"Index: {report.vectors} vectors for {report.chunks} chunks: {report.embedded} embedded now, "
+        f"{report.reused} reused from the cache; latent terms encoded now: {report.latent_encoded}."
+    )
+    out.append(
+        f"Published build {report.generation} in {report.data_dir} ({report.seconds:.1f} s)." if report.changed
+        else f"Nothing changed: the build in {report.data_dir} stays as it is ({report.seconds:.1f} s)."
+    )
     return out

@@ -4,20 +4,25 @@ leaves the previous corpus and index byte for byte, and publishes nothing."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import ingest_adilet.html_parser as html_parser
-from config import Settings
+from config import PROJECT_DIR, Settings
 from corpus.store import load_articles, load_chunks
 from index.build import build_index, embedding_text, load_vector_store
 from index.publish import published
 from ingest_adilet.pipeline import ingest
 from ingest_adilet.refresh import RefreshFailed, refresh
 from tests.support.adilet_server import AdiletServer, Reply, serve_adilet
-from tests.support.index import KeywordEmbeddings
+from tests.support.index import KeywordEmbeddings, save_tiny_sentence_transformer
+from tests.support.ingest import make_source_dir
 
 LAW = "Z1300000094"  # on personal data: 37 articles
 CODE = "K1400000226"  # the Criminal Code: 503 articles, unchanged
@@ -38,6 +43,11 @@ def amended(page: str) -> str:
     art5 = page.index('<p><b><a name="z11"></a>Статья 5.')
     repeal = "<p>\n&nbsp;&nbsp;&nbsp;&nbsp;&nbsp; Статья 4 исключена Законом РК от 01.11.2026 № 300-VIII.</p>\n"
     return page[:body] + repeal + page[art5:]
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_sentence_transformer(tmp_path_factory.mktemp("st"))
 
 
 @pytest.fixture
@@ -179,3 +189,44 @@ def test_an_index_build_that_raises_leaves_everything_as_it_was(
     # the next refresh succeeds and publishes
     report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
     assert report.changed and report.documents[0].changed == ("2",)
+
+
+def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "SOURCE_DIR")}
+    return subprocess.run(
+        [sys.executable, "-m", "ingest_adilet", *args], cwd=cwd, env={**base, **env, "PYTHONPATH": str(PROJECT_DIR)},
+        capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_cli_refresh_from_a_newer_local_copy(
+    settings: Settings, tmp_path: Path, shared_dir: Path, tiny_model_dir: Path
+) -> None:
+    """`refresh --from-dir --json`: the changed article reported, one chunk embedded by a real (tiny) model;
+    a broken copy: exit 1, the reason, the build kept."""
+    doc = "Z2300000193"
+    source = make_source_dir(tmp_path / "src", shared_dir, [doc])
+    env = {"EMBEDDING_BACKEND": "sentence-transformers", "EMBEDDING_MODEL": str(tiny_model_dir)}
+    local = settings.model_copy(update={"embedding_backend": "sentence-transformers",
+                                        "embedding_model": str(tiny_model_dir)})
+    assert ingest(local, source_dir=source, doc_ids=[doc], langs=["ru"], progress=False).ok
+    first = build_index(local, progress=False)
+    text = source / "rus" / f"{doc}.txt"
+    old = "Статья 2. Законодательство Республики Казахстан о цифровых активах"
+    assert old in text.read_text(encoding="utf-8")
+    text.write_text(text.read_text(encoding="utf-8").replace(old, old + "\nНовый первый абзац статьи.", 1),
+                    encoding="utf-8")
+    common = ("--from-dir", str(source), "--data-dir", str(local.data_dir), "--docs", doc, "--lang", "ru")
+
+    run = _cli("refresh", *common, "--json", cwd=tmp_path, env=env)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["ok"] and out["changed"] and out["embedded"] == 1 and out["reused"] == first.vectors - 1
+    assert [(d["doc_id"], d["changed"], d["added"]) for d in out["documents"]] == [(doc, ["2"], [])]
+
+    text.write_text("nothing that parses\n", encoding="utf-8")
+    before = snapshot(local)
+    failed = _cli("refresh", *common, "--no-progress", cwd=tmp_path, env=env)
+    assert failed.returncode == 1
+    assert "refresh failed" in failed.stderr and doc in failed.stderr and "previous corpus and index" in failed.stderr
+    assert snapshot(local) == before
