@@ -61,6 +61,12 @@ class Settings(BaseSettings):
     pinecone_index: str = "kz-law"
     pinecone_host: str | None = Field(default=None, description="Index host URL (data plane).")
     pinecone_namespace: str = "default"
+    reload_check_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        description="How often (at most) a loaded chain checks DATA_DIR/published.json for a newer build (one small "
+        "read); a newer one is loaded in the background and swapped in when ready, questions in flight keep the old.",
+    )
 
     # --- retrieval ---------------------------------------------------------------------------
     first_stage_k: int = 50
@@ -193,6 +199,11 @@ class Settings(BaseSettings):
         ge=0,
         description="Seconds between updates of an answer shown as a model generates it (a draft in private chats, "
         "else one edited message); 0 shows only the final answer.",
+    )
+    background_index_build: bool = Field(
+        default=True,
+        description="A bot started without a (current) vector index answers with the lexical searches at once and "
+        "builds the index in a background thread, then switches to it; false: build it with `ingest_adilet index`.",
     )
     telegram_retention_days: int = Field(
         default=180,

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
@@ -28,6 +29,8 @@ from corpus.errors import QAError, UserError
 from corpus.records import Article
 from corpus.store import load_articles
 from corpus.text import clean_text
+from index.publish import publish, published
+from index.status import IndexPending
 from retrieval.pipeline import Retrieval
 from retrieval.query import analyze_query
 
@@ -39,9 +42,13 @@ MAX_QUESTION_CHARS = 4000
 class QAChain:
     """Retrieval and answering, loaded once; `invoke` is thread-safe."""
 
-    def __init__(self, settings: Settings, retrieval: Retrieval, articles: list[Article]) -> None:
+    def __init__(
+        self, settings: Settings, retrieval: Retrieval, articles: list[Article], generation: str | None = None
+    ) -> None:
+        """Args: generation: the published build (index/publish.py) the data was loaded from, if any."""
         self.settings = settings
         self.retrieval = retrieval
+        self.generation = generation
         self.chat_model = build_chat_model(settings)
         self._articles = {(a.doc_id, a.lang, a.number): a for a in articles}
         rule = FollowupRule(
@@ -57,7 +64,10 @@ class QAChain:
 
     @classmethod
     def load(cls, settings: Settings) -> QAChain:
-        return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir))
+        # Read first: a build published while the files load is then seen as newer, and loaded again.
+        publication = published(settings)
+        generation = publication.generation if publication else None
+        return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir), generation)
 
     def invoke(
         self, question: str, history: Sequence[Exchange] = (), on_token: Callable[[str], None] | None = None
@@ -127,6 +137,7 @@ class QAChain:
             | answer.timings,
             search_question=x["search"],
             used_history=x["used_history"],
+            searches=self.retrieval.searches,
         )
 
     def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
@@ -140,19 +151,96 @@ class QAChain:
         return None
 
 
-_chains: dict[tuple, QAChain] = {}
+@dataclass
+class _Held:
+    """A loaded chain, and what is known of newer builds of its data dir."""
+
+    chain: QAChain
+    checked: float  # time.monotonic() of the last look at published.json
+    loading: str | None = None  # the generation being loaded in the background
+    failed: str | None = None  # a generation that could not be loaded: not tried again
+
+
+_chains: dict[tuple, _Held] = {}
 _lock = threading.Lock()
 
 
+def _key(settings: Settings) -> tuple:
+    return (str(settings.data_dir.resolve()), settings.model_dump_json())
+
+
 def get_chain(settings: Settings) -> QAChain:
-    """The loaded chain for these settings (built on first use, then shared)."""
-    key = (str(settings.data_dir.resolve()), settings.model_dump_json())
+    """The loaded chain for these settings (built on first use, then shared).
+
+    At most once every `settings.reload_check_seconds` it looks whether a newer build was published in the data
+    dir (index/publish.py); if so that build is loaded in a background thread and swapped in when ready. Until
+    then, and for questions already in flight, the loaded chain answers; a build that fails to load is logged
+    and skipped until the next publication."""
+    key = _key(settings)
     with _lock:
-        if key not in _chains:
+        held = _chains.get(key)
+        if held is None:
             started = time.perf_counter()
-            _chains[key] = QAChain.load(settings)
+            held = _chains[key] = _Held(QAChain.load(settings), time.monotonic())
             logger.info("chain loaded in %.1f s", time.perf_counter() - started)
-        return _chains[key]
+        elif time.monotonic() - held.checked >= settings.reload_check_seconds:
+            _look_for_newer(held, settings)
+        return held.chain
+
+
+def _look_for_newer(held: _Held, settings: Settings) -> None:
+    """Start loading the published build if it is newer than the held chain's (the caller holds _lock)."""
+    held.checked = time.monotonic()
+    publication = published(settings)
+    if publication is None or publication.generation in (held.chain.generation, held.loading, held.failed):
+        return
+    held.loading = publication.generation
+    threading.Thread(
+        target=_swap_in, args=(held, settings, publication.generation, publication.by), name="chain-reload",
+        daemon=True,
+    ).start()
+
+
+def _swap_in(held: _Held, settings: Settings, generation: str, by: str) -> None:
+    """Load a newly published build beside the held chain and replace it (questions in flight keep the old)."""
+    started = time.perf_counter()
+    try:
+        chain = QAChain.load(settings)
+    except Exception as err:  # damaged or half-written: keep answering from what is loaded
+        with _lock:
+            held.loading, held.failed = None, generation
+        logger.warning(
+            "the build published by %s (%s) could not be loaded, answering from the loaded one until the next "
+            "publication: %s: %s", by, generation, type(err).__name__, err,
+        )
+        return
+    with _lock:
+        held.chain, held.loading = chain, None
+    logger.info(
+        "the build published by %s (%s) loaded in %.1f s and swapped in (searches: %s)",
+        by, generation, time.perf_counter() - started, ", ".join(chain.retrieval.searches),
+    )
+
+
+def index_pending(settings: Settings) -> IndexPending | None:
+    """What the loaded chain's index lacks (vectors, latent terms) and how to build it; None when complete."""
+    return get_chain(settings).retrieval.pending
+
+
+def build_missing_index(settings: Settings) -> bool:
+    """Build the search index the loaded chain lacks and publish it, so that every chain over the data dir (in
+    this process at once, in others at their next check) swaps to it; False when nothing was missing. Slow
+    (see `IndexPending.eta`): run it in a background thread."""
+    from index.build import build_index
+
+    if index_pending(settings) is None:
+        return False
+    build_index(settings, progress=False)
+    publish(settings, "index")
+    with _lock:
+        if (held := _chains.get(_key(settings))) is not None:
+            _look_for_newer(held, settings)
+    return True
 
 
 def invoke_qa(
@@ -180,36 +268,49 @@ def lookup_article(code: str, number: str, settings: Settings | None = None, lan
 
 
 def _prepare(settings: Settings, from_dir: Path | None) -> None:
-    """Build or refresh the corpus and index when asked to, or when they do not exist yet.
+    """Build or refresh the corpus when asked to, or when there is none yet, and publish it; the search index is
+    not built here (the answer comes from the searches that are ready, and says what is missing).
 
-    Their progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
-    from index.build import build_index
+    Progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
     from ingest_adilet.pipeline import ingest
 
     if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
         return
     with contextlib.redirect_stdout(sys.stderr):
-        if not (settings.index_dir / "faiss" / "meta.json").exists():
-            print(f"First run: building the corpus and the search index in {settings.data_dir} from "
-                  f"{from_dir or settings.source_dir or settings.adilet_base_url}. Embedding the whole corpus "
-                  "takes about 45 minutes on 2 cores, and its latent terms ~35 minutes more (SPARSE_WEIGHT=0 skips "
-                  "them; DENSE_SCOPE=first_chunk halves the rest); an interrupted build resumes; later runs start in "
-                  "seconds.")
+        if not (settings.corpus_dir / "chunks.jsonl").exists():
+            print(f"First run: building the corpus in {settings.data_dir} from "
+                  f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 15 s from a local copy); "
+                  "the first answer comes from the lexical searches, at once.")
         report = ingest(settings, source_dir=from_dir or settings.source_dir)
         if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
             raise UserError("the corpus could not be built: see the failures above")
-        build_index(settings)
+    publish(settings, "ingest")
 
 
-def _print_result(result: QAResult) -> None:
+def _install_pack(settings: Settings, pack: Path) -> None:
+    """Unpack `pack` into a data dir that has no corpus yet; a data dir with one keeps it (said on stderr)."""
+    from ingest_adilet.pack import unpack
+
+    if (settings.corpus_dir / "chunks.jsonl").exists():
+        print(f"{settings.data_dir} already has a corpus: --pack ignored (`python -m ingest_adilet unpack` "
+              "replaces it).", file=sys.stderr)
+        return
+    report = unpack(settings, pack)
+    print(f"Installed {pack} into {settings.data_dir}: {report.documents} documents, {report.chunks} chunks, "
+          f"{report.vectors} vectors, in {report.seconds:.1f} s.", file=sys.stderr)
+
+
+def _print_result(result: QAResult, pending: IndexPending | None = None) -> None:
     from rich.console import Console
 
     console = Console()
     console.print(result.answer, markup=False, highlight=False)
     console.print()
     heading = "Дереккөздер" if result.lang == "kk" else "Источники"
+    # Never a silently weaker answer: while the index is incomplete the line names the searches that ran.
+    searched = f"; searched: {', '.join(result.searches)}, not yet: {', '.join(pending.missing)}" if pending else ""
     console.print(f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
-                  f"{'grounded' if result.grounded else 'not grounded'}):")
+                  f"{'grounded' if result.grounded else 'not grounded'}{searched}):")
     for s in result.sources:
         console.print(f"  [{s.source_id}] {s.citation()} — {s.url}", markup=False, highlight=False)
     console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
@@ -219,10 +320,12 @@ def _chat(settings: Settings, from_dir: Path | None) -> int:
     """Questions from stdin, one a line, each answered with the earlier exchanges as history, as `ask` prints."""
     try:
         _prepare(settings, from_dir)
-        get_chain(settings)
+        pending = index_pending(settings)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if pending:
+        print(pending.message(), file=sys.stderr)
     print("Задайте вопрос; /new — новый разговор, Ctrl-D — выход. / Сұрақ қойыңыз; /new — жаңа әңгіме.")
     history: list[Exchange] = []
     while True:
@@ -244,7 +347,7 @@ def _chat(settings: Settings, from_dir: Path | None) -> int:
         if result.used_history:
             label = "Сұрақты былай түсіндім" if result.lang == "kk" else "Понял вопрос так"
             print(f"{label}: {result.search_question}")
-        _print_result(result)
+        _print_result(result, index_pending(settings))
         print()
         history = [*history, Exchange.of(result)][-settings.history_turns :] if settings.history_turns else []
 
@@ -255,6 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ask = sub.add_parser("ask", help="answer a question, citing the articles it rests on")
     ask.add_argument("question", nargs="+")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--pack", type=Path, metavar="PACK", help="a data pack (`ingest_adilet pack`): installed "
+                     "first when the data dir has no corpus, for an office without internet")
     ask.add_argument("--from-dir", type=Path, help="build/refresh the corpus from this directory first "
                      "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists")
     # eval's own options (--questions, --k, --out, --data-dir) are parsed by retrieval.evaluate
@@ -282,15 +387,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "chat":
         return _chat(settings, args.from_dir)
     try:
+        if args.pack is not None:
+            _install_pack(settings, args.pack)
         _prepare(settings, args.from_dir)
         result = invoke_qa(" ".join(args.question), settings)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    pending = index_pending(settings)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
-        _print_result(result)
+        _print_result(result, pending)
+    if pending:
+        print(pending.message(), file=sys.stderr)
     return 0
 
 

@@ -63,11 +63,14 @@ class QAResult:
     status: str = "answered"
     search_question: str = ""  # what was searched: the question, or a follow-up read with the conversation
     used_history: bool = False  # the earlier turns of the conversation shaped `search_question`
+    # the first-stage searches that ran: ("bm25", "dense", "latent"), fewer while the index is not built
+    searches: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["sources"] = [asdict(s) for s in self.sources]
         d["grounding_notes"] = list(self.grounding_notes)
+        d["searches"] = list(self.searches)
         return d
 
 

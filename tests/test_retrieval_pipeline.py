@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from corpus.errors import IndexNotReady
 from retrieval.pipeline import Retrieval, Stages
 from retrieval.rerank import load_reranker
 from tests.support.retrieval import CONSUMER, UK, TinyCrossEncoder
@@ -123,6 +122,8 @@ def test_a_question_without_words_finds_nothing(hybrid_retrieval):
         assert hybrid_retrieval.rank_articles(question, 5) == []
 
 
-def test_load_without_a_vector_index_says_how_to_build_it(corpus_slice):
-    with pytest.raises(IndexNotReady, match="index"):
-        Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
+def test_load_without_a_vector_index_answers_with_bm25_and_says_how_to_build_it(corpus_slice):
+    # Issue 14: a missing index no longer stops the answering (tests/test_first_answer.py has the details).
+    retrieval = Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
+    assert retrieval.searches == ("bm25",)
+    assert "python -m ingest_adilet index" in retrieval.pending.message()
