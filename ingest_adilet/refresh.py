@@ -321,10 +321,11 @@ def report_tables(report: RefreshReport) -> list[Table | str]:
         for col in ("document", "lang", "edition", "added", "changed", "repealed", "removed"):
             table.add_column(col, overflow="fold")
         for d in report.documents:
-            edition = d.edition_date or "?"
+            edition = d.edition_date or "—"
             if d.previous_edition_date and d.previous_edition_date != d.edition_date:
                 edition = f"{d.previous_edition_date} → {edition}"
-            table.add_row(f"{d.doc_id} {d.title}", d.lang, edition, *(
+            title = d.title if len(d.title) <= 40 else d.title[:39] + "…"
+            table.add_row(f"{d.doc_id} {title}", d.lang, edition, *(
                 _numbers(n) for n in (d.added, d.changed, d.repealed, d.removed)
             ))
         out.append(table)
