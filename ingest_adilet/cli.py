@@ -102,6 +102,10 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     report = ingest(
         settings, source_dir=source_dir, doc_ids=args.docs, langs=args.lang, progress=not args.no_progress
     )
+    if any(r.outcome == "ingested" for r in report.results):
+        from index.publish import publish
+
+        publish(settings, "ingest")  # a loaded chain over this data dir (the bot) picks up the new corpus
     out = Console()
     out.print(summary_table(report))
     failures = failures_table(report)
@@ -125,6 +129,10 @@ def _index(settings: Settings) -> int:
             " skips them; DENSE_SCOPE=first_chunk halves the rest); later builds embed only what changed."
         )
     report = build_index(settings)
+    if not report.unchanged:
+        from index.publish import publish
+
+        publish(settings, "index")  # a loaded chain over this data dir (the bot) swaps to the new index
     out = Console()
     if is_dataclass(report):
         table = Table(title="Index")
