@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
-    sub = parser.add_subparsers(dest="command", metavar="{index,refresh}")
+    sub = parser.add_subparsers(dest="command", metavar="{index,pack,unpack,refresh}")
     index = sub.add_parser(
         "index", help="build the search index from the corpus",
         description="Embed the corpus chunks and build the BM25 and vector indexes (DATA_DIR/index).",
@@ -54,6 +54,25 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument(
         "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step"
     )
+    packer = sub.add_parser(
+        "pack", help="write the built corpus and index to one file, for an office without internet",
+        description="Write DATA_DIR's corpus, vectors and latent terms, with a manifest (documents, editions, "
+        "embedding model, index settings, sha256 of every file), to one file. The embedding cache is not packed.",
+    )
+    packer.add_argument("out", type=Path, metavar="PACK", help="the file to write (e.g. kz-law.pack.tar.gz)")
+    packer.add_argument("--compress", choices=["gz", "xz", "none"], default="gz",
+                        help="gz (default): about a third of the size in seconds; xz: smaller, much slower")
+    unpacker = sub.add_parser(
+        "unpack", help="verify a pack and install it into the data dir",
+        description="Check that this data dir's settings can search the pack (same embedding model and index "
+        "settings), extract it, verify every file, then swap the corpus and index in. The data dir is left as it "
+        "was when anything fails.",
+    )
+    unpacker.add_argument("pack", type=Path, metavar="PACK")
+    for p in (packer, unpacker):
+        p.add_argument("--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
+                       help="the data dir to pack from / unpack into (default: DATA_DIR)")
+        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
     _refresh_parser(sub)
     return parser
 
@@ -186,6 +205,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _index(settings)
         if args.command == "refresh":
             return _refresh(args, settings)
+        if args.command in ("pack", "unpack"):
+            from ingest_adilet.pack import pack, report_table, unpack
+
+            report = pack(settings, args.out, compression=args.compress) if args.command == "pack" else (
+                unpack(settings, args.pack)
+            )
+            Console().print(report_table(report, args.command))
+            return 0
         return _ingest(args, settings)
     except UserError as err:
         _console.print(f"[red]error:[/red] {err}", highlight=False)
