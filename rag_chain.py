@@ -23,11 +23,11 @@ from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from answer.followup import FollowupCondenser, FollowupRule, Understood
 from answer.generate import answer_question
 from answer.llm import build_chat_model
-from answer.records import Exchange, QAResult
+from answer.records import Exchange, QAResult, Source
 from config import Settings
 from corpus.errors import QAError, UserError
 from corpus.records import Article
-from corpus.store import load_articles
+from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
 from index.publish import publish, published
 from index.status import IndexPending
@@ -51,6 +51,7 @@ class QAChain:
         self.generation = generation
         self.chat_model = build_chat_model(settings)
         self._articles = {(a.doc_id, a.lang, a.number): a for a in articles}
+        self.editions = {e.key: e for e in read_manifest(settings.corpus_dir).documents}  # (doc_id, lang) → entry
         rule = FollowupRule(
             search=lambda q: [doc_id for doc_id, _, _ in retrieval.rank_articles(q, 5)],
             max_chars=settings.followup_context_chars,
@@ -126,7 +127,7 @@ class QAChain:
         return QAResult(
             question=x["question"],
             answer=answer.text,
-            sources=answer.sources,
+            sources=self._with_editions(answer.sources),
             template=answer.template,
             backend=answer.backend,
             lang=query.lang,
@@ -139,6 +140,15 @@ class QAChain:
             used_history=x["used_history"],
             searches=self.retrieval.searches,
         )
+
+    def _with_editions(self, sources: Sequence[Source]) -> tuple[Source, ...]:
+        """Each source with the edition of its document (corpus manifest), which the answer tells the user."""
+        out = []
+        for s in sources:
+            entry = self.editions.get((s.doc_id, s.lang))
+            edition = {"edition_date": entry.edition_date, "edition_basis": entry.edition_basis} if entry else {}
+            out.append(dataclasses.replace(s, **edition))
+        return tuple(out)
 
     def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
         """The article `number` of the code people call `code` («УК», «ҚК», «КоАП РК»), in `lang` when available."""
@@ -312,7 +322,8 @@ def _print_result(result: QAResult, pending: IndexPending | None = None) -> None
     console.print(f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
                   f"{'grounded' if result.grounded else 'not grounded'}{searched}):")
     for s in result.sources:
-        console.print(f"  [{s.source_id}] {s.citation()} — {s.url}", markup=False, highlight=False)
+        edition = f" ({s.edition()})" if s.edition() else ""
+        console.print(f"  [{s.source_id}] {s.citation()}{edition} — {s.url}", markup=False, highlight=False)
     console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
 
 

@@ -206,6 +206,7 @@ def build_application(
             CommandHandler("new", handlers.new_command),
             CommandHandler("article", handlers.article_command),
             CommandHandler("stats", handlers.stats_command),
+            CommandHandler("about", handlers.about_command),
             CallbackQueryHandler(handlers.rate_button, pattern=keyboards.RATE_PATTERN),
             CallbackQueryHandler(handlers.lang_button, pattern=keyboards.LANG_PATTERN),
             CallbackQueryHandler(handlers.stale_button),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from telegram.constants import MessageLimit
 
@@ -12,6 +13,10 @@ from answer.records import QAResult, Source
 from bot.texts import Lang, t
 from config import SOURCES_BY_ID
 from corpus.records import Article
+from corpus.store import LangTotals
+
+if TYPE_CHECKING:
+    from ingest_adilet.pack import DataSummary
 
 MAX_MESSAGE = MessageLimit.MAX_TEXT_LENGTH  # 4096
 UNDERSTOOD_CHARS = 300  # of the search question shown under a follow-up's answer
@@ -172,6 +177,48 @@ def source_line(source: Source, lang: Lang) -> str:
     return line
 
 
+def edition_lines(sources: Iterable[Source], lang: Lang) -> list[str]:
+    """«УК РК — редакция по состоянию на 20.03.2026»: the edition of each cited document, once, in `lang`."""
+    lines: dict[tuple[str, str], str] = {}
+    for s in sources:
+        if s.edition() and (s.doc_id, s.lang) not in lines:
+            lines[(s.doc_id, s.lang)] = f"{escape(s.code)} — {escape(s.edition(lang))}"
+    return list(lines.values())
+
+
+def format_about(summary: DataSummary | None, lang: Lang) -> str:
+    """/about: what the answers rest on (documents, articles, chunks, editions, corpus date, searches built)."""
+    if summary is None or not summary.totals:
+        return t("about_no_corpus", lang)
+    totals = summary.totals.values()
+
+    def count(n: int) -> str:
+        return f"{n:,}".replace(",", "\u202f")
+
+    editions = ""
+    if summary.oldest_edition and summary.newest_edition:
+        editions = t(
+            "about_editions", lang, oldest=summary.oldest_edition, newest=summary.newest_edition,
+            as_of=summary.editions_as_of, amended=summary.editions_amended,
+        )
+    searches = [t("about_lexical", lang)]
+    for key, n in (("about_vectors", summary.vectors), ("about_latent", summary.latent_rows)):
+        searches.append(t(key, lang, n=count(n) if n else t("about_not_built", lang)))
+    built = summary.ingested_at or summary.published_at or ""
+    return t(
+        "about",
+        lang,
+        documents=t("about_documents", lang, ru=count(summary.totals.get("ru", LangTotals()).documents),
+                    kk=count(summary.totals.get("kk", LangTotals()).documents)),
+        articles=count(sum(x.articles for x in totals)),
+        repealed=count(sum(x.repealed for x in totals)),
+        chunks=count(sum(x.chunks for x in totals)),
+        editions=editions,
+        ingested=built[:16].replace("T", " ") + (" UTC" if built else ""),
+        searches="; ".join(searches),
+    )
+
+
 def unique_sources(sources: Iterable[Source]) -> list[Source]:
     """Sources without repeats of the same article."""
     seen: set[tuple[str, str, str]] = set()
@@ -195,6 +242,8 @@ def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> lis
     sources = unique_sources(result.sources)
     if sources:
         blocks.append(f"<b>{t('sources', lang)}</b>\n" + "\n".join(source_line(s, lang) for s in sources))
+        if editions := edition_lines(sources, lang):
+            blocks.append(f"<i>{t('editions', lang)}</i>\n" + "\n".join(editions))
     return split_html("\n\n".join(blocks), limit)
 
 

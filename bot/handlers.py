@@ -22,7 +22,7 @@ from telegram.ext import ContextTypes
 from answer.records import Exchange, QAResult
 from bot import keyboards
 from bot.feedback import FeedbackStore
-from bot.format import escape, format_answer, format_article, split_html
+from bot.format import escape, format_about, format_answer, format_article, split_html
 from bot.ratelimit import SlidingWindowLimiter
 from bot.stream import AnswerStream
 from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
@@ -381,6 +381,19 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
             p95=secs(s.latency_p95),
         )
     )
+
+
+async def about_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """What the answers rest on: documents, articles, chunks, their editions, the corpus date, the searches built."""
+    from ingest_adilet.pack import summarize
+
+    settings = services(context).settings
+    try:
+        summary = await asyncio.to_thread(summarize, settings)
+    except UserError as err:  # a damaged corpus: its message names the file and the command that rebuilds it
+        await reply(update.effective_message, escape(str(err)))
+        return
+    await reply(update.effective_message, format_about(summary, user_lang(update, context)))
 
 
 async def non_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -32,6 +33,17 @@ LANG_ORDER = ("ru", "kk")
 _BUILD_HINT = "build it with `python -m ingest_adilet` (or `--from-dir DIR` for local texts)"
 
 DocKey = tuple[str, str]  # (doc_id, lang)
+EditionBasis = Literal["as_of", "amended_through"]
+
+
+def edition_label(date: str | None, basis: str | None, lang: str = "ru") -> str:
+    """«редакция по состоянию на 20.03.2026» (the page's own date) or «редакция с изменениями по 16.01.2026» (a
+    text snapshot's latest amending act: ingest_adilet/editions.py), in Kazakh likewise; "" when not known."""
+    if not date:
+        return ""
+    if basis == "amended_through":
+        return f"{date} дейінгі өзгерістерімен редакция" if lang == "kk" else f"редакция с изменениями по {date}"
+    return f"{date} жағдай бойынша редакция" if lang == "kk" else f"редакция по состоянию на {date}"
 
 
 class DocumentEntry(BaseModel):
@@ -43,7 +55,12 @@ class DocumentEntry(BaseModel):
     lang: str
     title: str
     source: str = Field(description="Where the text came from: html, txt or adilet.")
-    edition_date: str | None = None
+    edition_date: str | None = Field(default=None, description="DD.MM.YYYY; what it means: edition_basis.")
+    edition_basis: EditionBasis | None = Field(
+        default=None,
+        description="as_of: the page's «по состоянию на» date; amended_through: a text snapshot's latest "
+        "amending act cited in its footnotes (ingest_adilet/editions.py).",
+    )
     articles: int
     repealed: int
     chunks: int
@@ -92,6 +109,7 @@ class DocumentRecords:
     articles: Sequence[Article]
     chunks: Sequence[Chunk]
     edition_date: str | None = None
+    edition_basis: EditionBasis | None = None
 
     @property
     def key(self) -> DocKey:
@@ -255,6 +273,7 @@ def write_corpus(
             title=doc.title,
             source=doc.source,
             edition_date=doc.edition_date,
+            edition_basis=doc.edition_basis,
             articles=len(doc.articles),
             repealed=sum(a.status == "repealed" for a in doc.articles),
             chunks=len(doc.chunks),

@@ -23,6 +23,7 @@ from corpus.chunking import chunk_article
 from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
 from corpus.records import Article, Chunk, Lang, content_hash
 from corpus.store import DocumentEntry, DocumentRecords, Manifest, check_corpus, write_corpus
+from ingest_adilet.editions import amended_through
 from ingest_adilet.text_parser import parse_text
 
 if TYPE_CHECKING:
@@ -34,7 +35,8 @@ logger = logging.getLogger(__name__)
 PARSER_VERSION = "1"
 # Their source is part of the input hash: a change to parsing or chunking re-parses every document.
 _PARSER_MODULES = ("ingest_adilet/headings.py", "ingest_adilet/articles.py", "ingest_adilet/text_parser.py",
-                   "ingest_adilet/html_parser.py", "corpus/chunking.py", "corpus/records.py")
+                   "ingest_adilet/html_parser.py", "ingest_adilet/editions.py", "corpus/chunking.py",
+                   "corpus/records.py")
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
 LAYOUT = "rus/ID.txt, kaz/ID.txt, html/ID.html"
 
@@ -122,6 +124,11 @@ def _records(
 ) -> DocumentRecords:
     """Parse and chunk one input; no articles at all is an error, never an empty document."""
     articles, edition_date = inp.parse()
+    # A saved page states its edition («по состоянию на»); a text snapshot gets the honest proxy, the latest
+    # amending act its footnotes cite (ingest_adilet/editions.py), named as such.
+    basis = "as_of" if edition_date else None
+    if edition_date is None and (edition_date := amended_through(articles)) is not None:
+        basis = "amended_through"
     if not articles:
         raise IngestError(
             f"{doc.doc_id} ({lang}): no articles found in the {inp.source} text; the page may be an empty "
@@ -139,6 +146,7 @@ def _records(
         articles=articles,
         chunks=chunks,
         edition_date=edition_date,
+        edition_basis=basis,
     )
 
 

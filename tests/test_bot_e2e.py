@@ -256,7 +256,7 @@ async def test_post_init_sets_command_menus_and_loads_the_chain(
     app.bot_data["services"].executor.shutdown()
     calls = api.calls("setMyCommands")
     assert [c.params.get("language_code") for c in calls] == [None, "kk"]
-    assert [c["command"] for c in calls[0].params["commands"]] == ["help", "article", "new", "lang"]
+    assert [c["command"] for c in calls[0].params["commands"]] == ["help", "article", "new", "lang", "about"]
     assert calls[1].params["commands"][2]["description"] == "Жаңа әңгіме: алдыңғы сұрақтарды ұмыту"
     assert calls[1].params["commands"][1]["description"] == "Баптың мәтіні: /article ҚК 188"
     assert lookup.calls == [("УК", "1", "ru")]  # the chain is loaded before the first question
