@@ -294,7 +294,8 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
         report = ingest(settings, source_dir=from_dir or settings.source_dir)
         if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
             raise UserError("the corpus could not be built: see the failures above")
-    publish(settings, "ingest")
+    if any(r.outcome == "ingested" for r in report.results):
+        publish(settings, "ingest")
 
 
 def _install_pack(settings: Settings, pack: Path) -> None:

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -101,13 +102,14 @@ async def _post_init(app: Application) -> None:
     """Set the command menus (Russian by default, Kazakh for Kazakh apps) and start loading the chain."""
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["ru"]])
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["kk"]], language_code="kk")
-    app.bot_data["warm_up"] = asyncio.create_task(_warm_up(app.bot_data["services"]))
+    app.bot_data["warm_up"] = asyncio.create_task(_warm_up(app.bot_data["services"], app.bot_data))
     if app.bot_data["services"].settings.telegram_retention_days > 0:
         app.bot_data["retention"] = asyncio.create_task(_retention_daily(app))
 
 
-async def _warm_up(svc: handlers.BotServices) -> None:
-    """Load the chain before the first question arrives, and say early when the index is missing.
+async def _warm_up(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
+    """Load the chain before the first question arrives; when it runs the real chain and its search index is
+    missing or stale, start building the index in the background (BACKGROUND_INDEX_BUILD).
 
     lookup_article() loads the same cached chain as invoke_qa(), without asking a model anything.
     """
@@ -122,6 +124,43 @@ async def _warm_up(svc: handlers.BotServices) -> None:
         logger.exception("loading the chain failed; questions will be retried when they come")
     else:
         logger.info("chain ready in %.1f s", time.perf_counter() - started)
+        if bot_data.get("real_chain"):
+            await _complete_index(svc, bot_data)
+
+
+async def _complete_index(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
+    """If the loaded chain lacks its vectors or latent terms, build them in a thread while the lexical searches
+    answer; the build publishes itself and the chain swaps to it (rag_chain.get_chain)."""
+    import rag_chain
+
+    settings = svc.settings
+    pending = await asyncio.get_running_loop().run_in_executor(svc.executor, rag_chain.index_pending, settings)
+    if pending is None:
+        return
+    if not settings.background_index_build:
+        logger.warning("%s (BACKGROUND_INDEX_BUILD is off)", pending.message())
+        return
+    logger.info(
+        "answering with the lexical searches while the %s are built in the background (%s on 2 cores; "
+        "BACKGROUND_INDEX_BUILD=false turns this off)", pending.what, pending.eta(),
+    )
+    thread = threading.Thread(target=_build_index, args=(settings, pending.command), name="index-build", daemon=True)
+    bot_data["index_build"] = thread
+    thread.start()
+
+
+def _build_index(settings: Settings, command: str) -> None:
+    """The background build: the index, then its publication (which the chain swaps to)."""
+    import rag_chain
+
+    started = time.perf_counter()
+    try:
+        rag_chain.build_missing_index(settings)
+    except Exception:
+        logger.exception("the background index build failed: answers stay lexical until `%s` succeeds", command)
+        return
+    logger.info("search index built in the background in %.1f min and published: answers switch to it",
+                (time.perf_counter() - started) / 60)
 
 
 async def _retention_daily(app: Application) -> None:
@@ -189,6 +228,8 @@ def build_application(
         .post_shutdown(_shutdown)
         .build()
     )
+    # Only the real chain (not a stand-in given by a test or an embedding script) has an index to complete.
+    app.bot_data["real_chain"] = qa is None and lookup is None
     app.bot_data["services"] = handlers.BotServices(
         settings=settings,
         qa=qa or _default_qa(),

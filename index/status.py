@@ -34,6 +34,11 @@ class IndexPending:
     command: str
 
     @property
+    def what(self) -> str:
+        """«vectors and latent terms», «vectors», «latent terms»."""
+        return " and ".join(NAMES[m] for m in self.missing)
+
+    @property
     def minutes(self) -> float:
         return (self.to_embed / VECTORS_PER_SECOND + self.to_encode / LATENT_PER_SECOND) / 60
 
@@ -48,12 +53,11 @@ class IndexPending:
 
     def message(self) -> str:
         """The one line a face shows: what is missing, the command that builds it and how long that takes."""
-        what = " and ".join(NAMES[m] for m in self.missing)
         work = ", ".join(
             f"{n:,} chunks to {verb}" for n, verb in ((self.to_embed, "embed"), (self.to_encode, "encode")) if n
         )
         return (
-            f"Answered without the search index's {what}: they are {self.reason}; "
+            f"Answered without the search index's {self.what}: they are {self.reason}; "
             f"`{self.command}` builds them in {self.eta()} on 2 cores ({work or 'all cached'}), "
             "and the next question uses them."
         )

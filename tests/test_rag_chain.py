@@ -93,8 +93,8 @@ def test_bad_questions_get_clear_errors(chain):
 
 @pytest.mark.slow
 def test_cli_ask_json_on_a_small_corpus(shared_dir, settings, tmp_path):
-    """`python -m rag_chain ask --from-dir DIR --json` as a user runs it: it builds the corpus and index of the one
-    law in DIR (the other registry documents are absent: skipped), then answers."""
+    """`python -m rag_chain ask --from-dir DIR --json` as a user runs it: it builds the corpus of the one law in
+    DIR (the other registry documents are absent: skipped), then answers at once with the lexical searches."""
     import shutil
 
     source = tmp_path / "adilet"
@@ -115,3 +115,5 @@ def test_cli_ask_json_on_a_small_corpus(shared_dir, settings, tmp_path):
         assert {"doc_id", "article", "code", "title", "url", "snippet", "score"} <= set(source)
         assert source["doc_id"] == "Z1300000094" and source["url"].startswith("https://adilet.zan.kz/")
     assert "8" in {s["article"] for s in result["sources"]}  # «Согласие субъекта на сбор, обработку …»
+    assert result["searches"] == ["bm25"]  # no index is built before the first answer (issue 14)
+    assert "python -m ingest_adilet index --data-dir" in out.stderr

@@ -3,6 +3,8 @@ reach the embedder, through invoke() and through the CLI."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import rag_chain
@@ -49,9 +51,8 @@ def test_cli_ask_with_invalid_utf8(
     # the chain `ask --data-dir` loads, built from the slice once (loading it from disk would embed nothing new)
     cli_settings = Settings(data_dir=data_dir)
     key = (str(data_dir.resolve()), cli_settings.model_dump_json())
-    monkeypatch.setitem(
-        rag_chain._chains, key, QAChain(cli_settings, hybrid_retrieval, load_articles(data_dir / "corpus"))
-    )
+    chain = QAChain(cli_settings, hybrid_retrieval, load_articles(data_dir / "corpus"))
+    monkeypatch.setitem(rag_chain._chains, key, rag_chain._Held(chain, time.monotonic()))
     assert rag_chain.main(["ask", "--data-dir", str(data_dir), BROKEN]) == 0
     out = capsys.readouterr().out
     assert "Статья 188. Кража" in out
