@@ -14,6 +14,7 @@ folders in by renames; on any failure the data dir is left as it was. Then the b
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import io
@@ -26,6 +27,8 @@ import tarfile
 import tempfile
 import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -244,6 +247,40 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
         raise PackError(f"No pack at {path}: build one with `{PACK_COMMAND}` on a machine that has the data.")
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
+    with _locked(data_dir):
+        manifest = _install(settings, path, data_dir, embeddings)
+    report = PackReport(
+        path,
+        path.stat().st_size,
+        "",
+        len(manifest.documents),
+        sum(d.chunks for d in manifest.documents),
+        manifest.index.vectors,
+        manifest.index.latent_rows,
+        time.perf_counter() - start,
+    )
+    logger.info("unpacked %s into %s in %.1f s", path, data_dir, report.seconds)
+    return report
+
+
+@contextmanager
+def _locked(data_dir: Path) -> Iterator[None]:
+    """One unpack or refresh at a time per data dir: both swap its corpus and index (refresh's advisory lock)."""
+    from ingest_adilet.refresh import LOCK_FILE
+
+    with open(data_dir / LOCK_FILE, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PackError(f"a refresh or another unpack of {data_dir} is running: try again when it ends.") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddings | None) -> PackManifest:
+    """Check, extract, verify, swap in and publish (the caller holds the data dir's lock)."""
     for leftover in data_dir.glob(".unpack-*"):  # an unpack killed half-way; the data dir itself is intact
         shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=data_dir))
@@ -267,18 +304,7 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     publish(settings, "unpack")
-    report = PackReport(
-        path,
-        path.stat().st_size,
-        "",
-        len(manifest.documents),
-        sum(d.chunks for d in manifest.documents),
-        manifest.index.vectors,
-        manifest.index.latent_rows,
-        time.perf_counter() - start,
-    )
-    logger.info("unpacked %s into %s in %.1f s", path, data_dir, report.seconds)
-    return report
+    return manifest
 
 
 def _damaged(path: Path, err: BaseException) -> PackError:

@@ -93,7 +93,8 @@ def test_pack_then_unpack_gives_the_same_files_and_rankings(source: Settings, pa
     report = unpack(office, packed)
     assert (report.documents, report.chunks, report.vectors, report.latent_rows) == (2, 42, 20, 20)
     source_files = {k: v for k, v in tree(source.data_dir).items() if k.startswith(("corpus/", "index/"))}
-    assert tree(office.data_dir) == source_files | {"published.json": tree(office.data_dir)["published.json"]}
+    installed = {k: v for k, v in tree(office.data_dir).items() if k not in ("published.json", ".refresh.lock")}
+    assert installed == source_files  # and nothing else: no staging folder left
     assert published(office).by == "unpack"
     expected = rankings(source)
     assert rankings(office) == expected
@@ -218,6 +219,15 @@ def test_a_member_outside_the_data_dir_is_refused(
         unpack(installed, crafted)
     assert tree(installed.data_dir) == before
     assert not list(tmp_path.rglob("escape.txt")) and not Path("/tmp/escape.txt").exists()
+
+
+def test_unpack_is_refused_while_a_refresh_holds_the_data_dir(packed: Path, installed: Settings) -> None:
+    from ingest_adilet.refresh import _locked
+
+    before = tree(installed.data_dir)
+    with _locked(installed.data_dir), pytest.raises(PackError, match="a refresh or another unpack .* is running"):
+        unpack(installed, packed)
+    assert tree(installed.data_dir) == before
 
 
 def test_a_file_that_is_not_a_pack_is_refused(installed: Settings, tmp_path: Path) -> None:
