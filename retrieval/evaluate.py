@@ -395,6 +395,9 @@ def main(argv: Sequence[str] | None, settings: Settings) -> int:
         files = {path: read_questions(path) for path in args.questions}
         dialogues = {path: read_dialogues(path) for path in args.dialogues}
         retrieval = Retrieval.load(settings)
+        if retrieval.pending is not None:  # the figures are not the full pipeline's: say so
+            note = f"Note: searches that ran: {', '.join(retrieval.searches)}. {retrieval.pending.message()}"
+            print(note, file=sys.stderr)  # noqa: T201
         several = len(files) + len(dialogues) > 1
 
         def out_for(path: Path) -> Path | None:
