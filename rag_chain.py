@@ -230,11 +230,19 @@ def _swap_in(held: _Held, settings: Settings, generation: str, by: str) -> None:
         "the build published by %s (%s) loaded in %.1f s and swapped in (searches: %s)",
         by, generation, time.perf_counter() - started, ", ".join(chain.retrieval.searches),
     )
+    if chain.retrieval.pending is not None:  # e.g. a new corpus whose index is not built yet: say it, once
+        logger.warning("%s", chain.retrieval.pending.message())
 
 
 def index_pending(settings: Settings) -> IndexPending | None:
-    """What the loaded chain's index lacks (vectors, latent terms) and how to build it; None when complete."""
-    return get_chain(settings).retrieval.pending
+    """What the loaded chain's index lacks (vectors, latent terms) and how to build it; None when complete, or
+    while a newer build is being loaded (which may complete it)."""
+    chain = get_chain(settings)
+    with _lock:
+        held = _chains.get(_key(settings))
+        if held is not None and held.loading is not None:
+            return None
+    return chain.retrieval.pending
 
 
 def build_missing_index(settings: Settings) -> bool:

@@ -9,7 +9,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from telegram import BotCommand, LinkPreviewOptions, Update
@@ -32,10 +32,14 @@ from bot.texts import COMMANDS
 from config import Settings
 from corpus.errors import UserError
 
+if TYPE_CHECKING:
+    from index.status import IndexPending
+
 logger = logging.getLogger(__name__)
 
 QA_WORKERS = 16  # threads for invoke_qa: most of an answer is waiting on the LLM's HTTP reply
 RETENTION_EVERY = DAY  # seconds between retention passes after the one at start
+INDEX_CHECK_EVERY = 60.0  # seconds between looks at whether the loaded chain's index is complete
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook secret_token
 _NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
@@ -129,35 +133,55 @@ async def _warm_up(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
 
 
 async def _complete_index(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
-    """If the loaded chain lacks its vectors or latent terms, build them in a thread while the lexical searches
-    answer; the build publishes itself and the chain swaps to it (rag_chain.get_chain)."""
+    """Keep the search index complete in a background thread (BACKGROUND_INDEX_BUILD): whenever the loaded chain
+    lacks its vectors or latent terms — at start, or after a new corpus was published — build them while the
+    lexical searches answer; the build publishes itself and the chain swaps to it (rag_chain.get_chain)."""
     import rag_chain
 
     settings = svc.settings
-    pending = await asyncio.get_running_loop().run_in_executor(svc.executor, rag_chain.index_pending, settings)
-    if pending is None:
-        return
     if not settings.background_index_build:
-        logger.warning("%s (BACKGROUND_INDEX_BUILD is off)", pending.message())
+        pending = await asyncio.get_running_loop().run_in_executor(svc.executor, rag_chain.index_pending, settings)
+        if pending is not None:
+            logger.warning("%s (BACKGROUND_INDEX_BUILD is off)", pending.message())
         return
+    stop = threading.Event()
+    thread = threading.Thread(target=_keep_index, args=(settings, stop), name="index-keeper", daemon=True)
+    bot_data["index_keeper"] = (thread, stop)
+    thread.start()
+
+
+def _keep_index(settings: Settings, stop: threading.Event) -> None:
+    """Build what the loaded chain's index lacks, checking every INDEX_CHECK_EVERY seconds until `stop`; one
+    attempt per loaded build, so a build that fails (or whose publication fails to load) is not retried in a loop."""
+    import rag_chain
+
+    attempted: set[str | None] = set()  # generations of the chains a build was attempted for
+    while True:
+        try:
+            generation = rag_chain.get_chain(settings).generation
+            pending = rag_chain.index_pending(settings)
+            if pending is not None and generation not in attempted:
+                attempted.add(generation)
+                _build_index(settings, pending)
+        except Exception:
+            logger.exception("checking the search index failed; trying again in %.0f s", INDEX_CHECK_EVERY)
+        if stop.wait(INDEX_CHECK_EVERY):
+            return
+
+
+def _build_index(settings: Settings, pending: IndexPending) -> None:
+    """One background build: a log line when it starts, and one when it is published (the chain swaps to it)."""
+    import rag_chain
+
     logger.info(
         "answering with the lexical searches while the %s are built in the background (%s on 2 cores; "
         "BACKGROUND_INDEX_BUILD=false turns this off)", pending.what, pending.eta(),
     )
-    thread = threading.Thread(target=_build_index, args=(settings, pending.command), name="index-build", daemon=True)
-    bot_data["index_build"] = thread
-    thread.start()
-
-
-def _build_index(settings: Settings, command: str) -> None:
-    """The background build: the index, then its publication (which the chain swaps to)."""
-    import rag_chain
-
     started = time.perf_counter()
     try:
         rag_chain.build_missing_index(settings)
     except Exception:
-        logger.exception("the background index build failed: answers stay lexical until `%s` succeeds", command)
+        logger.exception("the background index build failed: answers stay lexical until `%s`", pending.command)
         return
     logger.info("search index built in the background in %.1f min and published: answers switch to it",
                 (time.perf_counter() - started) / 60)
@@ -181,6 +205,8 @@ async def _shutdown(app: Application) -> None:
     retention = app.bot_data.get("retention")
     if retention is not None:
         retention.cancel()
+    if "index_keeper" in app.bot_data:  # a build under way is left to finish or die with the process
+        app.bot_data["index_keeper"][1].set()
     app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)
 
 
