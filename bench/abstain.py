@@ -4,12 +4,14 @@
 
 For each search mode the product may run (BM25 only; BM25 + dense when the vectors exist), prints each signal's
 distribution over the gold questions (citizen_dev, jurhelp_dev, jurhelp_train, and every turn of the follow-up
-dialogues as the chain searches it: `search_question`, read in the context of the earlier turns) and over the
-probes (no legal content: greetings, small talk, weather, recipes, digits, emoji, gibberish in Russian, Kazakh and
-English); the highest threshold that keeps every gold answer and the probes it alone catches; then, with the
-current settings (OFF_TOPIC_BM25 / OFF_TOPIC_DENSE, any one below is off-topic), the gold
-questions that would lose their answer (must be 0), the probes caught and the margin of each threshold (lowest
-gold value over it).
+dialogues as the chain searches it: `search_question`, read in the context of the earlier turns, and alone),
+over the probes (no legal content: greetings, small talk, weather, recipes, digits, emoji, gibberish in Russian,
+Kazakh and English) and over short legal questions (one or two words a citizen may type: «штраф», «зарплата»;
+not gold, but they must keep their answer too); the highest threshold that keeps every gold answer and the probes
+it alone catches; then, with the current settings (retrieval.pipeline.off_topic: BM25 below OFF_TOPIC_BM25 unless
+the best cosine reaches OFF_TOPIC_DENSE_RESCUE, or BM25 below OFF_TOPIC_WEAK_BM25 with the best cosine below
+OFF_TOPIC_DENSE), the gold and short legal questions that would lose their answer (must be 0), the probes caught,
+and the margin of each threshold to the questions that keep their answer.
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ PROBES = [
     # digits, emoji, keyboard mash
     "12345", "999", "👍", "😀😀😀", "asdfgh qwerty",
 ]
+# Short legal questions: not gold (nobody cited articles for them), but a verdict that silences them is wrong.
+LEGAL_SHORT = [
+    "штраф", "алименты", "отпуск", "наследство", "развод", "кража", "увольнение", "пенсия", "налог", "ипотека",
+    "виза", "ДТП", "меня уволили", "долг", "залог", "аренда", "дарение", "пособие", "зарплата", "декрет",
+    "больничный", "прописка", "неустойка", "опека", "взятка", "побои", "клевета", "самооборона",
+    "возврат товара", "материнский капитал",
+    "ұрлық", "жалақы", "ажырасу", "мұра", "зейнетақы", "айыппұл",
+]
 SIGNALS = ("bm25", "dense")
 
 
@@ -61,6 +71,7 @@ def gold_questions(gold_dir: Path, retrieval: Retrieval, settings: Settings) -> 
         for i, turn in enumerate(dialogue.turns):
             last = i == len(dialogue.turns) - 1
             out.append(("followup_last" if last else "followup_turn", chain.understand(turn, history).search_question))
+            out.append(("turn_alone", turn))  # as the rule searches a turn that changes the topic
             if not last:
                 history.append(Exchange.of(chain.invoke(turn, history)))
     return out
@@ -77,17 +88,16 @@ def measure(retrieval: Retrieval, questions: list[tuple[str, str]]) -> list[dict
 
 
 def report(mode: str, rows: list[dict], settings: Settings) -> None:
-    gold = [r for r in rows if r["set"] != "probe"]
+    gold = [r for r in rows if r["set"] not in ("probe", "legal_short")]
+    keep = [r for r in rows if r["set"] != "probe"]
     probes = [r for r in rows if r["set"] == "probe"]
     checked = [r for r in gold if r["checked"]]  # a question naming an article or code is never off-topic
-    floors = {"bm25": settings.off_topic_bm25, "dense": settings.off_topic_dense}
     for signal in SIGNALS:
         if signal not in rows[0]:
             continue
-        floor = floors[signal]
-        print(f"\n## {mode}: signal {signal} (threshold {floor}{', no say' if floor <= 0 else ''})")
+        print(f"\n## {mode}: signal {signal}")
         print(f"{'set':<16}{'n':>5}{'min':>9}{'p5':>9}{'p50':>9}{'max':>9}")
-        for name in [*GOLD_FILES, "followup_turn", "followup_last", "probe"]:
+        for name in [*GOLD_FILES, "followup_turn", "followup_last", "turn_alone", "legal_short", "probe"]:
             vals = np.array([r[signal] for r in rows if r["set"] == name])
             if len(vals):
                 print(f"{name:<16}{len(vals):>5}{vals.min():>9.3f}{np.percentile(vals, 5):>9.3f}"
@@ -102,13 +112,24 @@ def report(mode: str, rows: list[dict], settings: Settings) -> None:
             alone = sum(1 for r in probes if r[signal] < low)
             print(f"highest threshold keeping every gold answer: just below {low:.3f} (it alone catches {alone} "
                   f"of {len(probes)} probes; highest probe {high:.3f}, gap {low - high:+.3f})")
-            if floor > 0:
-                print(f"threshold {floor}: margin to the lowest gold {low - floor:+.3f} ({(low - floor) / low:+.0%}),"
-                      f" catches {sum(1 for r in probes if r[signal] < floor)} of {len(probes)} probes")
-    lost = [r for r in gold if r["status"] != "answered"]
+    if "dense" in rows[0]:
+        s = settings
+        print(f"\n## {mode}: the rule (BM25 < {s.off_topic_bm25} and cosine < {s.off_topic_dense_rescue}, or "
+              f"BM25 < {s.off_topic_weak_bm25} and cosine < {s.off_topic_dense})")
+        for lo, hi in ((0.0, s.off_topic_bm25), (s.off_topic_bm25, s.off_topic_weak_bm25)):
+            inside = [r for r in rows if r["checked"] and lo <= r["bm25"] < hi]
+            floor = s.off_topic_dense_rescue if hi == s.off_topic_bm25 else s.off_topic_dense
+            kept = sorted((r for r in inside if r["set"] != "probe"), key=lambda r: r["dense"])
+            caught = sorted((r for r in inside if r["set"] == "probe"), key=lambda r: -r["dense"])
+            print(f"BM25 in [{lo}, {hi}), cosine threshold {floor}: to keep "
+                  + (", ".join(f"{r['dense']:.3f} «{r['q'][:25]}» ({r['set']})" for r in kept[:4]) or "none")
+                  + "; probes " + (", ".join(f"{r['dense']:.3f} «{r['q'][:20]}»" for r in caught[:4]) or "none"))
+    lost = [r for r in keep if r["status"] != "answered"]
     caught = [r for r in probes if r["status"] == "off_topic"]
-    print(f"\n{mode}, current settings: gold losing their answer {len(lost)} of {len(gold)}; probes caught "
-          f"{len(caught)} of {len(probes)}; missed: {', '.join(r['q'] for r in probes if r not in caught) or 'none'}")
+    print(f"\n{mode}, current settings: gold losing their answer {len([r for r in lost if r in gold])} of "
+          f"{len(gold)}; short legal questions losing it {len([r for r in lost if r not in gold])} of "
+          f"{len(keep) - len(gold)}; probes caught {len(caught)} of {len(probes)}; missed: "
+          f"{', '.join(r['q'] for r in probes if r not in caught) or 'none'}")
     for r in lost:
         print(f"  LOST {r['set']} {r['status']} {r['q'][:80]}")
 
@@ -129,7 +150,11 @@ def main(argv: list[str] | None = None) -> int:
         full = Retrieval.load(settings, stages=Stages(dense=False, rerank=False))
     lexical = full.variant(Stages(dense=False, rerank=False)) if full.vector_store is not None else full
     # follow-ups are understood as the product understands them: with every search it runs
-    questions = [*gold_questions(args.gold_dir, full, settings), *(("probe", p) for p in PROBES)]
+    questions = [
+        *gold_questions(args.gold_dir, full, settings),
+        *(("legal_short", q) for q in LEGAL_SHORT),
+        *(("probe", p) for p in PROBES),
+    ]
     report("BM25 only", measure(lexical, questions), settings)
     if full.vector_store is not None:
         report("BM25 + dense", measure(full, questions), settings)

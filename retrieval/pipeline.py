@@ -469,12 +469,11 @@ class Retrieval:
         if info.refs or info.codes:
             return Verdict()
         s = self.settings
-        signals = self.relevance(info, chunk_scores, dense=s.off_topic_dense > 0)
-        floors = {"bm25": s.off_topic_bm25, "dense": s.off_topic_dense}
-        # Each threshold is set below every gold question's value (bench/abstain.py), so any one signal below
-        # its threshold is enough; a threshold of 0 has no say.
-        off = any(value < floors[name] for name, value in signals if floors[name] > 0)
-        return Verdict("off_topic" if off else "answered", relevance=signals)
+        signals = dict(self.relevance(info, chunk_scores, dense=self.bm25 is None))
+        # The dense signal only has a say over a weak lexical match: its one-hit search runs only then.
+        if signals.get("bm25", 0.0) < max(s.off_topic_bm25, s.off_topic_weak_bm25) and s.off_topic_dense > 0:
+            signals = dict(self.relevance(info, chunk_scores, dense=True))
+        return Verdict("off_topic" if off_topic(signals, s) else "answered", relevance=tuple(signals.items()))
 
     def relevance(
         self, info: QueryInfo, chunk_scores=None, *, dense: bool = True  # noqa: ANN001
@@ -505,6 +504,19 @@ class Retrieval:
         if self.bm25 is None:
             return None
         return self.bm25.vectorizer.get_scores(self.bm25.preprocess_func(info.augmented))
+
+
+def off_topic(signals: dict[str, float], settings: Settings) -> bool:
+    """Whether retrieval's relevance signals say the question has no legal content: no word of it matches the
+    laws (BM25 below OFF_TOPIC_BM25) and the vectors find nothing close either, or its words match weakly
+    (below OFF_TOPIC_WEAK_BM25) and the vectors find nothing close (below OFF_TOPIC_DENSE). Every threshold is
+    set below every gold question's value (bench/abstain.py). Without the vectors only the first test runs."""
+    bm25, dense = signals.get("bm25"), signals.get("dense")
+    if bm25 is None:
+        return dense is not None and dense < settings.off_topic_dense
+    if bm25 < settings.off_topic_bm25:
+        return dense is None or dense < settings.off_topic_dense_rescue
+    return dense is not None and bm25 < settings.off_topic_weak_bm25 and dense < settings.off_topic_dense
 
 
 def build_latent(
