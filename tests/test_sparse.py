@@ -63,6 +63,22 @@ def test_build_encodes_each_text_once_and_a_changed_chunk_alone_again(tmp_path, 
     assert (again.encoded, again.unchanged) == (1, False)
 
 
+def test_encode_many_side_by_side_gives_each_text_its_own_vector_in_order(few) -> None:
+    settings = Settings(_env_file=None)
+    texts = [latent_text(c, settings) for c in few] * 2
+    terms = LatentTerms()
+    one_by_one = [terms.encode(t) for t in texts]
+    for workers in (1, 2, 3):
+        got = list(terms.encode_many(texts, workers=workers))
+        assert len(got) == len(texts)
+        for (idx, val), (ref_idx, ref_val) in zip(got, one_by_one, strict=True):
+            assert np.array_equal(idx, ref_idx) and np.allclose(val, ref_val)
+    stream = terms.encode_many(texts, workers=2)
+    first = next(stream)
+    stream.close()  # a consumer that stops (a failed commit, Ctrl-C) leaves no work running
+    assert np.array_equal(first[0], one_by_one[0][0])
+
+
 def test_a_missing_stale_or_half_written_index_is_skipped_with_a_warning(tmp_path, few, caplog) -> None:
     settings = Settings(data_dir=tmp_path / "data", _env_file=None)
     with caplog.at_level(logging.WARNING, logger="index.sparse"):
