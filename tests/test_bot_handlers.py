@@ -109,6 +109,7 @@ async def test_start_and_help_speak_the_users_language(chat: Chat) -> None:
     # follow-ups, replies and /new are explained with the settings' numbers
     assert "в контексте 3 предыдущих вопросов" in help_ru and "после 30 мин тишины и по команде /new" in help_ru
     assert "алдыңғы 3 сұрақтың" in help_kk and "30 минут үнсіздіктен кейін және /new" in help_kk
+    assert "/about — на чём основаны ответы" in help_ru and "/about — жауаптар неге сүйенеді" in help_kk
 
 
 async def test_lang_switches_and_survives_a_restart(
