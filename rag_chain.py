@@ -297,7 +297,7 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
     with contextlib.redirect_stdout(sys.stderr):
         if not (settings.corpus_dir / "chunks.jsonl").exists():
             print(f"First run: building the corpus in {settings.data_dir} from "
-                  f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 15 s from a local copy); "
+                  f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
                   "the first answer comes from the lexical searches, at once.")
         report = ingest(settings, source_dir=from_dir or settings.source_dir)
         if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
