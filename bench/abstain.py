@@ -141,13 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    from index.build import IndexNotReady
-
-    try:
-        full = Retrieval.load(settings, stages=Stages(rerank=False))
-    except IndexNotReady as err:
-        print(f"(no vectors: {err}; measuring BM25 only)", file=sys.stderr)
-        full = Retrieval.load(settings, stages=Stages(dense=False, rerank=False))
+    full = Retrieval.load(settings, stages=Stages(rerank=False))
+    if full.vector_store is None:
+        print("(no vectors in this data dir: measuring BM25 only)", file=sys.stderr)
     lexical = full.variant(Stages(dense=False, rerank=False)) if full.vector_store is not None else full
     # follow-ups are understood as the product understands them: with every search it runs
     questions = [
