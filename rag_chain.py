@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import sys
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+from pydantic import SecretStr
 
 from answer.followup import FollowupCondenser, FollowupRule, Understood
 from answer.generate import answer_question
@@ -176,7 +178,11 @@ _lock = threading.Lock()
 
 
 def _key(settings: Settings) -> tuple:
-    return (str(settings.data_dir.resolve()), settings.model_dump_json())
+    """Settings that differ in anything, keys included, get chains of their own: `model_dump_json()` masks a
+    SecretStr as «**********», so the keys' values are hashed in (never kept in the clear)."""
+    secrets = {name: value.get_secret_value() for name, value in settings if isinstance(value, SecretStr)}
+    digest = hashlib.sha256(json.dumps(secrets, sort_keys=True).encode("utf-8")).hexdigest()
+    return (str(settings.data_dir.resolve()), settings.model_dump_json(), digest)
 
 
 def get_chain(settings: Settings) -> QAChain:

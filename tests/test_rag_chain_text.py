@@ -50,9 +50,21 @@ def test_cli_ask_with_invalid_utf8(
     data_dir = corpus_slice.settings.data_dir
     # the chain `ask --data-dir` loads, built from the slice once (loading it from disk would embed nothing new)
     cli_settings = Settings(data_dir=data_dir)
-    key = (str(data_dir.resolve()), cli_settings.model_dump_json())
+    key = rag_chain._key(cli_settings)
     chain = QAChain(cli_settings, hybrid_retrieval, load_articles(data_dir / "corpus"))
     monkeypatch.setitem(rag_chain._chains, key, rag_chain._Held(chain, time.monotonic()))
     assert rag_chain.main(["ask", "--data-dir", str(data_dir), BROKEN]) == 0
     out = capsys.readouterr().out
     assert "Статья 188. Кража" in out
+
+
+def test_settings_differing_only_in_a_key_do_not_share_a_chain(tmp_path) -> None:
+    # model_dump_json() masks SecretStr: keyed on it, a chain loaded with one Groq key served another's settings
+    keys = {
+        rag_chain._key(Settings(data_dir=tmp_path, _env_file=None, groq_api_key=value))
+        for value in ("gsk_one", "gsk_two", None)
+    }
+    assert len(keys) == 3
+    assert all("gsk_one" not in str(k) for k in keys)
+    same = Settings(data_dir=tmp_path, _env_file=None, groq_api_key="gsk_one")
+    assert rag_chain._key(same) in keys
