@@ -162,6 +162,10 @@ class ChunkBM25Retriever(BM25Retriever):
             self._masks[key] = mask
         return mask
 
+    def chunk_scores(self, query: str) -> np.ndarray:
+        """The score of every document (chunk) in `docs` for the query, in their order (0: no match)."""
+        return self.vectorizer.get_scores(self.preprocess_func(query))
+
     def search(
         self, query: str, k: int | None = None, *, where: dict[str, Any] | None = None
     ) -> list[Document]:
