@@ -58,7 +58,6 @@ class Settings(BaseSettings):
     )
     vector_store: Literal["faiss", "pinecone"] = "faiss"
     pinecone_api_key: SecretStr | None = None
-    pinecone_index: str = "kz-law"
     pinecone_host: str | None = Field(default=None, description="Index host URL (data plane).")
     pinecone_namespace: str = "default"
     reload_check_seconds: float = Field(
