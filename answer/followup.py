@@ -42,7 +42,8 @@ from langchain_core.runnables import Runnable, RunnableBranch, RunnableLambda
 from answer.llm import backend_of
 from answer.records import Exchange
 from config import Settings
-from retrieval.analyzer import Lang, analyze, detect_lang, normalize
+from corpus.records import Lang
+from retrieval.analyzer import analyze, detect_lang, normalize
 from retrieval.pipeline import Followup
 from retrieval.query import analyze_query
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from retrieval.analyzer import Lang, analyze
+from corpus.records import Lang
+from retrieval.analyzer import analyze
 
 logger = logging.getLogger(__name__)
 

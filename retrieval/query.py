@@ -1,36 +1,26 @@
-"""Query understanding: explicit article references, named codes, crime check and synonym articles."""
+"""Query understanding: the question's language, its article references and named codes (read by corpus.legal), the
+crime check, and the articles the synonym map suggests; `augment` writes them under the question for the searches."""
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Literal, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID
-from retrieval.analyzer import analyze, detect_lang, has_kazakh_letters, normalize, stem_kk, stem_ru
+from config import CRIMINAL_CODE_ID, SOURCES_BY_ID
+from corpus.legal import ArticleRef, Mention, read_references
+from corpus.records import Lang
+from retrieval.analyzer import analyze, detect_lang, has_kazakh_letters
 
 logger = logging.getLogger(__name__)
 
-CIVIL_GENERAL_ID = "K940001000_"
-CIVIL_SPECIAL_ID = "K990000409_"
-# The general part of the Civil Code ends with article 405; the special part goes on from 406.
-CIVIL_GENERAL_LAST_ARTICLE = 405
-MAX_RANGE = 40  # "статьи 1-400" is not a range anyone wants every article of
-
-
-@dataclass(frozen=True)
-class ArticleRef:
-    """An article of a document; doc_id "" means "this number in any document"."""
-
-    doc_id: str
-    article: str
+__all__ = ["ArticleRef", "QueryInfo", "analyze_query", "augment", "load_synonyms"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +28,7 @@ class QueryInfo:
     """What a question asks for, read from the question as the user wrote it."""
 
     text: str
-    lang: Literal["ru", "kk"]
+    lang: Lang
     refs: tuple[ArticleRef, ...]
     is_range: bool
     is_criminal: bool
@@ -96,7 +86,7 @@ def load_synonyms() -> SynonymMap:
 class _Phrase:
     stems: tuple[str, ...]
     entry: int
-    lang: Literal["ru", "kk"]
+    lang: Lang
     kazakh_only: bool  # has a Kazakh letter, so it can be matched in any question
 
 
@@ -132,7 +122,7 @@ _ADMIN_KK = "әкімшілік айыппұл"
 
 @cache
 def _stem_sets() -> dict[str, frozenset[str]]:
-    def stems(words: str, lang: Literal["ru", "kk"]) -> frozenset[str]:
+    def stems(words: str, lang: Lang) -> frozenset[str]:
         return frozenset(analyze(words, lang))
 
     return {
@@ -142,217 +132,10 @@ def _stem_sets() -> dict[str, frozenset[str]]:
     }
 
 
-# --- code names ---------------------------------------------------------------------------------
-
-_WORD_RE = re.compile(r"\d+|[^\W\d_]+")
-# Abbreviations that also mean other things in everyday Russian (УК = управляющая компания, ЖК = жилой
-# комплекс, ТК = торговый центр): they name a code only next to an article number or "статья"/"кодекс".
-_AMBIGUOUS_ALIASES = frozenset({"ук", "тк", "жк", "ак", "ек", "нк", "зк", "апк", "әк", "гк", "пк"})
-_REF_WORD_STEMS = frozenset({"стат", "ст", "бап", "кодекс", "заң", "закон"})
-
-
-def _word_stem(word: str) -> str:
-    return stem_kk(word) if has_kazakh_letters(word) else stem_ru(word)
-
-
-@dataclass(frozen=True)
-class _Token:
-    stem: str
-    start: int
-    end: int
-
-
-def _tokens(norm: str) -> list[_Token]:
-    return [_Token(_word_stem(m.group()), m.start(), m.end()) for m in _WORD_RE.finditer(norm)]
-
-
-@dataclass(frozen=True)
-class _Alias:
-    stems: tuple[str, ...]
-    doc_ids: tuple[str, ...]
-    ambiguous: bool
-
-
-@cache
-def _aliases() -> tuple[_Alias, ...]:
-    names: dict[tuple[str, ...], list[str]] = {}
-    for src in ADILET_SOURCES:
-        for alias in src.aliases:
-            key = tuple(_word_stem(w) for w in _WORD_RE.findall(_normalize(alias)))
-            if key and src.doc_id not in names.setdefault(key, []):
-                names[key].append(src.doc_id)
-    out = [_Alias(k, tuple(v), len(k) == 1 and k[0] in _AMBIGUOUS_ALIASES) for k, v in names.items()]
-    return tuple(sorted(out, key=lambda a: -len(a.stems)))
-
-
-@cache
-def _aliases_by_first_stem() -> dict[str, tuple[_Alias, ...]]:
-    """The aliases by their first stem, longest first: a token is checked against a few, not all."""
-    out: dict[str, list[_Alias]] = {}
-    for alias in _aliases():
-        out.setdefault(alias.stems[0], []).append(alias)
-    return {k: tuple(v) for k, v in out.items()}
-
-
-@dataclass(frozen=True)
-class _Mention:
-    start: int
-    end: int
-    doc_ids: tuple[str, ...]
-    ambiguous: bool
-
-    @property
-    def group(self) -> str:
-        """Documents that are one code to a reader (the two Civil Code parts) share a group."""
-        return SOURCES_BY_ID[self.doc_ids[0]].short_ru
-
-
-def _find_mentions(tokens: list[_Token]) -> list[_Mention]:
-    out: list[_Mention] = []
-    i = 0
-    while i < len(tokens):
-        for alias in _aliases_by_first_stem().get(tokens[i].stem, ()):
-            n = len(alias.stems)
-            if tuple(t.stem for t in tokens[i : i + n]) == alias.stems:
-                out.append(_Mention(tokens[i].start, tokens[i + n - 1].end, alias.doc_ids, alias.ambiguous))
-                i += n
-                break
-        else:
-            i += 1
-    return out
-
-
-# --- article references ---------------------------------------------------------------------------
-
-_NUM = r"\d{1,4}(?:-\d{1,3})?"
-_SEP = r"\s*(?:,|;|и|или|а также|-|–|—|по|және|мен)\s*"
-_LIST = rf"{_NUM}(?:{_SEP}{_NUM})*"
-# a whole word: «стало 2027» is not «ст. 2027» with a code «ало»
-_KEYWORD_RU = r"(?<![^\W\d_])(?:ст\.?\s*ст|ст|стат(?:ья|ьи|ье|ью|ьей|ей|ьям|ьями|ьях))(?![^\W\d_])\.?"
-# "ст. 188", "статьи 190-192", "статьей с 120 по 125", "статья УК РК 188"
-_RU_AFTER = re.compile(
-    rf"{_KEYWORD_RU}\s*(?:№\s*)?(?:(?P<code>[^\W\d_]{{2,5}}(?:\s+(?:рк|қр))?)\s+)?(?:с\s+)?(?P<nums>{_LIST})(?![\d])"
-)
-# "по 188 статье", "188-й статьи" (but not "части 2 статьи 188")
-_RU_BEFORE = re.compile(
-    rf"(?<![\w-])(?P<nums>{_LIST})(?:-?[а-я]{{1,3}})?\s+стат(?:ья|ьи|ье|ью|ьей)(?![^\W\d_])(?!\s*\.?\s*\d)"
-)
-# "188-бап", "188-1-бабы", "120-125 баптары", "188 бабында"
-_KK_BAP = re.compile(rf"(?<![\w-])(?P<nums>{_LIST})\s*-?\s*(?:бап|баб[ыі])[^\W\d_]*")
-_PART_BEFORE = re.compile(r"(?:часть|части|ч|пункт|пункта|п|пп|подпункт|подпункта|абзац)\.?\s*$")
-_GAP_WORDS = frozenset(
-    "рк қр республики казахстан қазақстан республикасының закона закон заңы заңының о об от нің ның дің дың "
-    "тің тың кодекса кодекс кодексі кодексінің".split()
-)
-_ARTICLE_WORDS = re.compile(r"^\W*(?:статья|статьи|статье|ст|бап|бабы)?\W*$")
-
-
-@dataclass(frozen=True)
-class _RefMatch:
-    start: int
-    end: int
-    numbers: tuple[str, ...]
-    is_range: bool
-    code: str = ""  # an abbreviation written between the keyword and the number
-
-
-def _expand(nums: str) -> tuple[tuple[str, ...], bool]:
-    """Numbers of a list like "190, 191", "120-125", "с 120 по 125", "188-1"; and whether it held a range."""
-    out: list[str] = []
-    is_range = False
-    tokens = re.findall(rf"{_NUM}|по|–|—|-", nums)
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if not tok[0].isdigit():
-            i += 1
-            continue
-        low, _, tail = tok.partition("-")
-        # "120-125": a range when the second number is larger; "188-1" is an article of its own.
-        if tail and int(tail) > int(low):
-            hi = int(tail)
-            if hi - int(low) <= MAX_RANGE:
-                out.extend(str(n) for n in range(int(low), hi + 1))
-                is_range = True
-            else:
-                out.extend((low, tail))
-            i += 1
-            continue
-        if i + 2 < len(tokens) and tokens[i + 1] in ("по", "–", "—", "-") and tokens[i + 2][0].isdigit():
-            hi_tok = tokens[i + 2]
-            plain = "-" not in hi_tok and "-" not in tok
-            if plain and 0 < int(hi_tok) - int(tok) <= MAX_RANGE:
-                out.extend(str(n) for n in range(int(tok), int(hi_tok) + 1))
-                is_range = True
-                i += 3
-                continue
-        out.append(tok)
-        i += 1
-    return tuple(dict.fromkeys(out)), is_range
-
-
-def _find_refs(norm: str, mentions: list[_Mention]) -> list[_RefMatch]:
-    found: list[_RefMatch] = []
-    for m in _RU_AFTER.finditer(norm):
-        nums, rng = _expand(m.group("nums"))
-        found.append(_RefMatch(m.start(), m.end("nums"), nums, rng, m.group("code") or ""))
-    for m in _RU_BEFORE.finditer(norm):
-        if not _PART_BEFORE.search(norm[: m.start()]):
-            nums, rng = _expand(m.group("nums"))
-            found.append(_RefMatch(m.start(), m.end(), nums, rng))
-    for m in _KK_BAP.finditer(norm):
-        nums, rng = _expand(m.group("nums"))
-        found.append(_RefMatch(m.start(), m.end(), nums, rng))
-    # "136 УК": a bare number right before a code name
-    for mention in mentions:
-        m = re.search(rf"(?<![\w.,-])(?P<nums>{_NUM})\s*$", norm[: mention.start])
-        if m and not _PART_BEFORE.search(norm[: m.start()]) and int(m.group("nums").split("-")[0]) < 2000:
-            nums, rng = _expand(m.group("nums"))
-            found.append(_RefMatch(m.start(), m.end(), nums, rng))
-    found.sort(key=lambda r: (r.start, -r.end))
-    out: list[_RefMatch] = []
-    for ref in found:
-        if out and ref.start < out[-1].end:
-            continue  # the same numbers seen by two patterns
-        out.append(ref)
-    return out
-
-
-def _only_filler(gap: str) -> bool:
-    words = _WORD_RE.findall(gap)
-    return len(gap) <= 48 and all(w in _GAP_WORDS for w in words) and not re.search(r"\d", gap)
-
-
-def _attached(ref: _RefMatch, mentions: list[_Mention], norm: str) -> _Mention | None:
-    """The code written right after the reference ("ст. 188 УК") or right before it ("ҚК-нің 188-бабы")."""
-    after = [m for m in mentions if m.start >= ref.end and _only_filler(norm[ref.end : m.start])]
-    if after:
-        return min(after, key=lambda m: m.start)
-    before = [m for m in mentions if m.end <= ref.start and _only_filler(norm[m.end : ref.start])]
-    if before:
-        return max(before, key=lambda m: m.end)
-    return None
-
-
-def _civil_part(article: str) -> str:
-    return CIVIL_GENERAL_ID if int(article.split("-")[0]) <= CIVIL_GENERAL_LAST_ARTICLE else CIVIL_SPECIAL_ID
-
-
-def _doc_for(doc_ids: tuple[str, ...], article: str) -> str:
-    if CIVIL_GENERAL_ID in doc_ids or CIVIL_SPECIAL_ID in doc_ids:
-        return _civil_part(article)
-    return doc_ids[0]
-
-
-def _normalize(text: str) -> str:
-    """Lowercase with ё → е, keeping every character's position (spans map back to the question)."""
-    return normalize("".join((c.lower() or c)[0] for c in text))
-
-
 # --- synonyms and crime ---------------------------------------------------------------------------
 
 
-def _match_phrases(question: str, lang: Literal["ru", "kk"]) -> list[tuple[int, frozenset[int], int]]:
+def _match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], int]]:
     """(entry, matched token positions, first position) for every phrase found, in any word order."""
     streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
     where = {name: _stem_positions(stream) for name, stream in streams.items()}
@@ -425,7 +208,7 @@ def _phrase_span(
     return None
 
 
-def _criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: list[_Mention]) -> bool:
+def _criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: Iterable[Mention]) -> bool:
     sets = _stem_sets()
     stems = set(analyze(question, "ru")) | set(analyze(question, "kk"))
     if stems & sets["crime"] or any(e.criminal for e in entries):
@@ -443,50 +226,18 @@ def _criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: l
 def analyze_query(question: str, *, titles: Callable[[ArticleRef], str | None] | None = None) -> QueryInfo:
     """Read explicit references, named codes, the crime check and synonym articles from the question."""
     lang = detect_lang(question)
-    norm = _normalize(question)
-    tokens = _tokens(norm)
-    raw_mentions = _find_mentions(tokens)
-    ref_matches = _find_refs(norm, raw_mentions)
-
-    attached: dict[int, _Mention] = {}
-    for i, ref in enumerate(ref_matches):
-        mention = _attached(ref, raw_mentions, norm)
-        if mention is not None:
-            attached[i] = mention
-    mentions = [m for m in raw_mentions if not m.ambiguous or _in_context(m, attached.values(), norm)]
-    for i, ref in enumerate(ref_matches):
-        if ref.code and i not in attached:
-            inline = [m for m in raw_mentions if m.start >= ref.start and m.end <= ref.end]
-            if inline:
-                attached[i] = inline[0]
-                mentions.append(inline[0])
+    found = read_references(question)
 
     hits = _match_phrases(question, lang)
     entries_all = load_synonyms().entries
     matched_entries = [entries_all[e] for e, _, _ in sorted(hits, key=lambda h: (h[2], -len(h[1])))]
     matched_entries = list({id(e): e for e in matched_entries}.values())
 
-    criminal = _criminal_vocabulary(question, matched_entries, mentions)
-    if any(CRIMINAL_CODE_ID in m.doc_ids for m in attached.values()):
+    criminal = _criminal_vocabulary(question, matched_entries, found.mentions)
+    if found.names_code(CRIMINAL_CODE_ID):
         criminal = True
 
-    groups = {m.group: m.doc_ids for m in mentions}
-    refs: list[ArticleRef] = []
-    for i, ref in enumerate(ref_matches):
-        mention = attached.get(i)
-        for number in ref.numbers:
-            if mention is not None:
-                doc_id = _doc_for(mention.doc_ids, number)
-            elif len(groups) == 1:
-                doc_id = _doc_for(next(iter(groups.values())), number)
-            elif not groups and criminal:
-                doc_id = CRIMINAL_CODE_ID
-            else:
-                doc_id = ""
-            refs.append(ArticleRef(doc_id, number))
-    refs = list(dict.fromkeys(refs))
-
-    codes = tuple(dict.fromkeys(d for m in sorted(mentions, key=lambda m: m.start) for d in m.doc_ids))
+    refs = found.articles(CRIMINAL_CODE_ID if criminal else "")
     suggested = (ArticleRef(r.doc_id, r.article) for e in matched_entries for r in e.refs)
     synonym_refs = tuple(r for r in dict.fromkeys(suggested) if r not in refs)
     augmented = augment(question, lang, [*refs, *synonym_refs], titles)
@@ -494,25 +245,17 @@ def analyze_query(question: str, *, titles: Callable[[ArticleRef], str | None] |
         text=question,
         lang=lang,
         refs=tuple(refs),
-        is_range=any(r.is_range for r in ref_matches),
+        is_range=found.is_range,
         is_criminal=criminal,
-        codes=codes,
+        codes=found.codes,
         synonym_refs=synonym_refs,
         augmented=augmented,
     )
 
 
-def _in_context(mention: _Mention, attached: Iterable[_Mention], norm: str) -> bool:
-    """An ambiguous abbreviation counts when it sits next to a reference or after "статья"/"кодекс"."""
-    if any(m is mention for m in attached):
-        return True
-    before = _WORD_RE.findall(norm[max(0, mention.start - 24) : mention.start])
-    return bool(before) and _word_stem(before[-1]) in _REF_WORD_STEMS
-
-
 def augment(
     question: str,
-    lang: Literal["ru", "kk"],
+    lang: Lang,
     refs: Iterable[ArticleRef],
     titles: Callable[[ArticleRef], str | None] | None = None,
 ) -> str:

@@ -1,0 +1,117 @@
+"""The languages of the corpus: the one `Lang`, telling Kazakh text by its letters, and the normal form and stems
+of a word, which legal references (corpus/legal.py) and the search analyzer (retrieval/analyzer.py) share."""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+import snowballstemmer
+from snowballstemmer.basestemmer import BaseStemmer
+
+from corpus.records import Lang
+
+LANGS: tuple[Lang, ...] = ("ru", "kk")
+KAZAKH_LETTERS = frozenset("әғқңөұүһі")
+
+
+def lang_of(value: str | None) -> Lang:
+    """A language code read from outside (a record, a setting, a request): "kk" is Kazakh, anything else Russian."""
+    return "kk" if value == "kk" else "ru"
+
+
+def script_lang(text: str) -> Lang:
+    """Kazakh when the text has a letter only the Kazakh alphabet uses (in either case), else Russian."""
+    return "kk" if has_kazakh_letters(text.lower()) else "ru"
+
+
+# Kazakh inflectional endings by slot, innermost first (stem + verb form + plural + possessive + case):
+# stripping from the right goes case → possessive → plural → verb form. Derivational ones (-лық, -шы) stay.
+_KK_SLOTS: tuple[str, ...] = (
+    """ған ген қан кен атын етін йтын йтін итін ытын ады еді йды йді ыды іді ып іп у уы уі уға уге уда уде
+    удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек сыз сіз ғаны гені қаны кені ғанын генін
+    қанын кенін ғанына геніне ғаннан геннен""",
+    "лар лер дар дер тар тер",
+    "ым ім м ың ің ң ымыз іміз мыз міз ыңыз іңіз ңыз ңіз сы сі ы і",
+    """ның нің дың дің тың тің ға ге қа ке на не ны ні ды ді ты ті ын ін да де та те нда нде дағы дегі тағы
+    тегі ндағы ндегі дан ден тан тен нан нен мен бен пен ымен імен ша ше""",
+)
+_KK_SLOT = {suffix: slot for slot, words in enumerate(_KK_SLOTS) for suffix in words.split()}
+_KK_SUFFIXES = tuple(sorted(_KK_SLOT, key=len, reverse=True))
+_KK_MIN_STEM = 3
+_KK_VOWELS = frozenset("аәеиоөұүыіуэюя")
+# Root-final voicing alternates before vowel endings (бап → бабы, құқық → құқығы, жүрек → жүрегі).
+_KK_DEVOICE = {"б": "п", "г": "к", "ғ": "қ"}
+
+# A Snowball stemmer keeps the word being stemmed in its own fields: one shared by the bot's worker threads mixed
+# words up (IndexError, wrong stems that lru_cache then kept). One stemmer per thread; as fast as one behind a lock
+# (both ~50k words/s from 1 or 8 threads here: the GIL serializes them anyway), and no thread ever waits.
+_local = threading.local()
+
+
+def _ru_stemmer() -> BaseStemmer:
+    """This thread's Snowball Russian stemmer."""
+    stemmer = getattr(_local, "ru", None)
+    if stemmer is None:
+        stemmer = _local.ru = snowballstemmer.stemmer("russian")
+    return stemmer
+
+
+_CYR = "а-яәғқңөұүһі"
+# adilet's Kazakh texts often type Latin look-alikes inside Cyrillic words ("кодекстiң" with a Latin i).
+_HOMOGLYPH_RE = re.compile(rf"(?<=[{_CYR}])[ieoacpxy]+|[ieoacpxy]+(?=[{_CYR}])")
+_HOMOGLYPHS = str.maketrans("ieoacpxy", "іеоасрху")
+
+
+def normalize(text: str) -> str:
+    """Lowercase, fold ё into е and Latin look-alikes inside Cyrillic words into Cyrillic (same length)."""
+    text = text.lower().replace("ё", "е")
+    return _HOMOGLYPH_RE.sub(lambda m: m.group().translate(_HOMOGLYPHS), text)
+
+
+def has_kazakh_letters(word: str) -> bool:
+    """True when the word has a letter only the Kazakh alphabet uses."""
+    return not KAZAKH_LETTERS.isdisjoint(word)
+
+
+def _fits(rest: str, suffix: str) -> bool:
+    """Whether a Kazakh ending can follow the stem: -сы/-ны/-м after vowels, -ы/-ты/-ын after consonants."""
+    last = rest[-1]
+    vowel = last in _KK_VOWELS
+    head = suffix[0]
+    if head == "с" or len(suffix) == 1 and head not in _KK_VOWELS:
+        return vowel
+    if head == "н":
+        return vowel or last in "мнң"
+    if head == "т" or suffix in ("ы", "і", "ын", "ін", "ымен", "імен", "ып", "іп"):
+        return not vowel
+    return True
+
+
+@lru_cache(maxsize=500_000)
+def stem_kk(word: str) -> str:
+    """Strip Kazakh inflectional endings iteratively, keeping a stem of three letters or more with a vowel."""
+    stem = word
+    last = len(_KK_SLOTS)
+    for _ in range(6):
+        for suffix in _KK_SUFFIXES:
+            slot = _KK_SLOT[suffix]
+            # the linking vowel of loanwords before a plural ("субъекті-лер") goes too
+            in_order = slot < last or (slot == 2 and last == 1 and suffix in ("ы", "і"))
+            if in_order and stem.endswith(suffix):
+                rest = stem[: -len(suffix)]
+                if len(rest) >= _KK_MIN_STEM and not _KK_VOWELS.isdisjoint(rest) and _fits(rest, suffix):
+                    stem, last = rest, slot
+                    break
+        else:
+            break
+    if stem != word and stem[-1] in _KK_DEVOICE:
+        stem = stem[:-1] + _KK_DEVOICE[stem[-1]]
+    return stem
+
+
+@lru_cache(maxsize=500_000)
+def stem_ru(word: str) -> str:
+    """Snowball Russian stem."""
+    return _ru_stemmer().stemWord(word)
