@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_learned:
         text += "\n" + "\n".join(learned_section(full, TrainConfig(), args.folds))
     args.out.write_text(text, encoding="utf-8")
-    print(text)  # noqa: T201 (CLI output)
+    print(text)
     return 0
 
 

@@ -23,12 +23,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from answer.records import QAResult  # noqa: E402
-from bot.app import build_application  # noqa: E402
-from bot.logsetup import quiet_noisy_loggers  # noqa: E402
-from config import Settings  # noqa: E402
-from tests.support.bot import ScriptedQA  # noqa: E402
-from tests.support.telegram_server import BotAPIServer, message_update, polling  # noqa: E402
+from answer.records import QAResult
+from bot.app import build_application
+from bot.logsetup import quiet_noisy_loggers
+from config import Settings
+from tests.support.bot import ScriptedQA
+from tests.support.telegram_server import BotAPIServer, message_update, polling
 
 
 def _spin(n: int) -> None:

@@ -118,7 +118,7 @@ async def run_level(chain_settings: Settings, users: int, per_user: int, pool: l
     """`users` users at once, each asking `per_user` questions drawn from `pool`."""
     from rag_chain import get_chain, invoke_qa
 
-    def qa(question: str, settings: Settings, **kwargs: Any):  # noqa: ANN202 - QAResult
+    def qa(question: str, settings: Settings, **kwargs: Any):
         # The bot passes its own settings (token, local API); the chain reads --data-dir.
         return invoke_qa(question, chain_settings, **kwargs)
 

@@ -48,13 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     stages = Stages(dense=False, sparse=False) if args.bm25_only else Stages()
     retrieval = Retrieval.load(settings, stages=stages)
     chain = dialogue_chain(settings, retrieval)
-    print(f"loaded in {time.perf_counter() - started:.1f} s; searches: "  # noqa: T201 (bench output)
+    print(f"loaded in {time.perf_counter() - started:.1f} s; searches: "
           f"{'BM25 only' if args.bm25_only else 'all built'}\n")
     default = chain.followup.rule
     for path, dialogues in gold.items():
         reports = evaluate_dialogues(chain, dialogues, args.k, name=path.stem)
-        print(format_comparison(path.stem, reports))  # noqa: T201
-        print(f"with history: latency p50 {reports[WITH_HISTORY].latency_p50_ms:.0f} ms (understanding + search)\n")  # noqa: T201,E501
+        print(format_comparison(path.stem, reports))
+        print(f"with history: latency p50 {reports[WITH_HISTORY].latency_p50_ms:.0f} ms (understanding + search)\n")
         if args.verbose:
             for d, r in zip(dialogues, reports[WITH_HISTORY].results, strict=True):
                 history = []
@@ -65,12 +65,12 @@ def main(argv: list[str] | None = None) -> int:
                 u = chain.understand(d.turns[-1], history)
                 rank = next((i for i, k in enumerate(r.keys, 1) if k in r.relevant), None)
                 prefer = ", ".join(u.followup.prefer_docs)
-                print(f"{d.id}: gold rank {rank}; {u.how} (prefer {prefer or '-'}): {u.search_question}")  # noqa: T201
+                print(f"{d.id}: gold rank {rank}; {u.how} (prefer {prefer or '-'}): {u.search_question}")
         variants = [(f"focus {f}", {"focus": f}) for f in args.focus]
         for label, change in variants:
             chain.followup.rule = dataclasses.replace(default, **change)
             m = evaluate_dialogues(chain, dialogues, args.k, name=path.stem)[WITH_HISTORY].overall
-            print(f"{label}: hit@1 {m.hit1:.3f} hit@5 {m.hit5:.3f} hit@10 {m.hit10:.3f} MRR {m.mrr:.3f}")  # noqa: T201,E501
+            print(f"{label}: hit@1 {m.hit1:.3f} hit@5 {m.hit5:.3f} hit@10 {m.hit10:.3f} MRR {m.mrr:.3f}")
         chain.followup.rule = default
     return 0
 

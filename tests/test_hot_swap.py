@@ -43,7 +43,7 @@ def ingest(source: Path, settings: Settings) -> None:
                         "--no-progress"]) == 0
 
 
-def wait_for(condition, timeout: float = 120.0) -> None:  # noqa: ANN001
+def wait_for(condition, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, "timed out"
@@ -80,7 +80,7 @@ def test_questions_from_threads_while_a_new_build_is_published(lexical: tuple[Se
             asked = time.monotonic()
             try:
                 answers.append((asked, question, rag_chain.invoke_qa(question, settings)))
-            except BaseException as err:  # noqa: BLE001 - any failure of a question is what the test looks for
+            except BaseException as err:
                 errors.append(err)
 
     threads = [threading.Thread(target=ask, args=(n,)) for n in range(4)]

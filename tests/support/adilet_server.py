@@ -70,7 +70,7 @@ def _handler(server: AdiletServer) -> type[BaseHTTPRequestHandler]:
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:
             parts = urlsplit(self.path)
             with lock:
                 headers = {k.lower(): v for k, v in self.headers.items()}

@@ -63,10 +63,10 @@ class _Server:
                 server.received.append(rec)
                 return rec
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 self._answer()
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 self._answer()
 
             def _answer(self) -> None:

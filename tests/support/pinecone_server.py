@@ -74,7 +74,7 @@ def _handler(state: PineconeState) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw or b"{}")
             state.requests.append(Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body))

@@ -68,7 +68,7 @@ class TinyCrossEncoder:
                 super().__init__()
                 self.bert = bert
 
-            def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001
+            def forward(self, input_ids, attention_mask, token_type_ids):
                 return self.bert(
                     input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
                 ).logits
