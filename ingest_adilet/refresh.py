@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 STAGE_PREFIX = ".refresh-"
 LOCK_FILE = ".refresh.lock"
 _MOVED = ("corpus", "index")  # the folders a refresh replaces; cache/ is shared, published.json is written last
+_PREVIOUS = "previous"  # in a stage: the replaced folders until the new build is published
 
 
 class RefreshFailed(UserError):
@@ -139,6 +140,8 @@ def refresh(
             if reparsed or not built.unchanged:
                 _install(stage, data_dir)
                 generation = publish(settings, "refresh").generation
+                # published: what was moved out is no longer a build to restore (one rename, before it is deleted)
+                os.replace(stage / _PREVIOUS, stage / "replaced")
                 logger.info("refresh published generation %s", generation)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -180,11 +183,21 @@ def _locked(data_dir: Path) -> Iterator[None]:
 
 
 def _remove_stale_stages(data_dir: Path) -> None:
-    """Staging folders left by a refresh that was killed (we hold the lock, so none is in use)."""
+    """Staging folders left by a refresh that was killed (we hold the lock, so none is in use); one killed while
+    moving its build in first gets the previous corpus and index put back (the build it was moving in was never
+    published)."""
     for old in data_dir.glob(STAGE_PREFIX + "*"):
-        if old.is_dir():
-            logger.info("removing %s, left by an interrupted refresh", old)
-            shutil.rmtree(old, ignore_errors=True)
+        if not old.is_dir():
+            continue
+        previous = old / _PREVIOUS
+        for name in _MOVED:
+            if (previous / name).exists():
+                logger.warning("a refresh was interrupted while moving its build in: restoring the previous %s", name)
+                if (data_dir / name).exists():
+                    os.replace(data_dir / name, old / f"unpublished-{name}")
+                os.replace(previous / name, data_dir / name)
+        logger.info("removing %s, left by an interrupted refresh", old)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _stage(settings: Settings, stage: Path) -> Settings:
@@ -202,7 +215,7 @@ def _stage(settings: Settings, stage: Path) -> Settings:
 def _install(stage: Path, data_dir: Path) -> None:
     """Move the staged corpus and index in, the previous ones into the stage (deleted with it); on a failed move
     put back what was moved, so the data dir keeps a whole build."""
-    previous = stage / "previous"
+    previous = stage / _PREVIOUS
     previous.mkdir()
     done: list[str] = []
     try:

@@ -191,6 +191,23 @@ def test_an_index_build_that_raises_leaves_everything_as_it_was(
     assert report.changed and report.documents[0].changed == ("2",)
 
 
+def test_a_refresh_killed_while_moving_its_build_in_is_undone_by_the_next(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str]
+) -> None:
+    """Killed between moving the old corpus out and the new one in: the next refresh puts the previous corpus back
+    (the half-moved build was never published) before anything else, and nothing is lost."""
+    serve(adilet, pages)
+    before = snapshot(built)
+    data = Path(built.data_dir)
+    crashed = data / ".refresh-killed"
+    (crashed / "previous").mkdir(parents=True)
+    os.replace(data / "corpus", crashed / "previous" / "corpus")
+    report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    assert not report.changed and report.unchanged == 2
+    assert snapshot(built) == before
+    assert not crashed.exists()
+
+
 def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "SOURCE_DIR")}
     return subprocess.run(
