@@ -14,6 +14,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_DIR = Path(__file__).resolve().parent
 ADILET_BASE_URL = "https://adilet.zan.kz"
+# The longest question every face accepts (CLI, invoke_qa, the bot): a Telegram message holds up to 4096.
+MAX_QUESTION_CHARS = 4000
 
 
 class Settings(BaseSettings):
