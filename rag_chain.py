@@ -26,19 +26,17 @@ from answer.followup import FollowupCondenser, FollowupRule, Understood
 from answer.generate import answer_question
 from answer.llm import build_chat_model
 from answer.records import Exchange, QAResult, Source
-from config import Settings
+from config import MAX_QUESTION_CHARS, Settings
 from corpus.errors import QAError, UserError
-from corpus.records import Article
+from corpus.legal import article_ref
+from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
 from index.publish import publish, published
 from index.status import IndexPending
 from retrieval.pipeline import Retrieval
-from retrieval.query import analyze_query
 
 logger = logging.getLogger(__name__)
-
-MAX_QUESTION_CHARS = 4000
 
 
 class QAChain:
@@ -152,14 +150,15 @@ class QAChain:
             out.append(dataclasses.replace(s, **edition))
         return tuple(out)
 
-    def article(self, code: str, number: str, lang: str = "ru") -> Article | None:
+    def article(self, code: str, number: str, lang: Lang = "ru") -> Article | None:
         """The article `number` of the code people call `code` («УК», «ҚК», «КоАП РК»), in `lang` when available."""
-        # The query analyzer already knows every name of every code, and where the Civil Code splits in two.
-        code, number = clean_text(code), clean_text(number)
-        for ref in analyze_query(f"статья {number.strip().rstrip('.')} {code}").refs[:1]:
-            for want in (lang, "ru", "kk"):
-                if art := self._articles.get((ref.doc_id, want, ref.article)):
-                    return art
+        # corpus.legal knows every name of every code, and where the Civil Code splits in two.
+        ref = article_ref(clean_text(code), clean_text(number))
+        if ref is None:
+            return None
+        for want in (lang, "ru", "kk"):
+            if art := self._articles.get((ref.doc_id, want, ref.article)):
+                return art
         return None
 
 
@@ -283,7 +282,7 @@ def invoke_qa(
     return get_chain(settings or Settings()).invoke(question, history, on_token)
 
 
-def lookup_article(code: str, number: str, settings: Settings | None = None, lang: str = "ru") -> Article | None:
+def lookup_article(code: str, number: str, settings: Settings | None = None, lang: Lang = "ru") -> Article | None:
     """The verbatim article «УК 188», for faces that show an article on request."""
     return get_chain(settings or Settings()).article(code, number, lang)
 
