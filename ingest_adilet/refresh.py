@@ -138,7 +138,10 @@ def refresh(
             changes = _changes(settings.corpus_dir, staged.corpus_dir, {(r.doc_id, r.lang) for r in reparsed})
             generation = None
             if reparsed or not built.unchanged:
-                _install(stage, data_dir)
+                try:
+                    _install(stage, data_dir)
+                except OSError as err:
+                    raise RefreshFailed(f"the new build could not be moved into {data_dir} ({err}); {_KEPT}") from err
                 generation = publish(settings, "refresh").generation
                 # published: what was moved out is no longer a build to restore (one rename, before it is deleted)
                 os.replace(stage / _PREVIOUS, stage / "replaced")

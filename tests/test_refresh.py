@@ -191,6 +191,27 @@ def test_an_index_build_that_raises_leaves_everything_as_it_was(
     assert report.changed and report.documents[0].changed == ("2",)
 
 
+def test_a_move_that_fails_half_way_puts_the_previous_build_back(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new corpus is moved in, then moving the new index in fails (a full disk, a permission): the previous
+    corpus goes back beside the previous index, nothing is published."""
+    before = snapshot(built)
+    serve(adilet, {**pages, LAW: amended(pages[LAW])})
+    real_replace = os.replace
+
+    def failing_replace(src: os.PathLike, dst: os.PathLike) -> None:
+        if Path(src).name == "index" and Path(src).parent.name.startswith(".refresh-"):
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(RefreshFailed, match="could not be moved.*No space left.*previous corpus and index"):
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert snapshot(built) == before
+
+
 def test_a_refresh_killed_while_moving_its_build_in_is_undone_by_the_next(
     built: Settings, adilet: AdiletServer, pages: dict[str, str]
 ) -> None:
