@@ -26,27 +26,19 @@ from pathlib import Path
 from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import TEMPLATE_NAMES, load_phrases
-from config import ADILET_SOURCES, CRIMINAL_CODE_ID, Settings
-from retrieval.analyzer import analyze, detect_lang, normalize
+from config import CRIMINAL_CODE_ID, Settings
+from corpus.legal import CitedRef, cited_refs
+from corpus.records import Lang
+from retrieval.analyzer import analyze, detect_lang
 
 logger = logging.getLogger(__name__)
 
 MIN_JUDGED_TERMS = 3  # shorter sentences (headings, «Наказание:») are not judged
 MAX_UNSUPPORTED_SHARE = 0.5
 
-_NUM = r"\d+(?:-\d+)?"
-_RU_LIST = rf"{_NUM}(?:\s*(?:,|и|или|–|—)\s*{_NUM})*"
-_KK_LIST = rf"{_NUM}(?:\s*(?:,|және|мен|–|—)\s*{_NUM})*"
-# «статья 188», «статьей 188-1», «статьи 188 и 190», «ст. 188», «ст.188».
-_RU_REF_RE = re.compile(rf"\b(?:стать(?:я|и|ю|ей|е|ях|ям|ями)|ст\.)\s*({_RU_LIST})")
-# «188-бап», «188-1-бабы», «188, 189-баптар».
-_KK_REF_RE = re.compile(rf"(?<![\d-])({_KK_LIST})\s*-\s*ба[пб]")
-_NUM_RE = re.compile(_NUM)
 _SID_RE = re.compile(r"\[\s*(S\s*\d+(?:\s*[,;]\s*S\s*\d+)*)\s*\]", re.I)
 _QUOTE_RE = re.compile(r"«[^»]*»|\"[^\"]*\"|“[^”]*”")
 _SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|\n+")
-_INFLECTED_NAME = 6
-_CODE_WINDOW = 30  # characters between a reference and the code it names («статья 188 Уголовного кодекса»)
 
 
 @dataclass(frozen=True)
@@ -60,54 +52,6 @@ class Grounding:
     unsupported_sentences: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class _Ref:
-    text: str
-    numbers: tuple[str, ...]
-    docs: frozenset[str] | None  # the named code's documents; None when no code is named
-
-
-@lru_cache(maxsize=1)
-def _code_names() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
-    """A regex of every alias and short name of the registry, and the documents each one names."""
-    names: dict[str, set[str]] = {}
-    for s in ADILET_SOURCES:
-        for name in (*s.aliases, s.short_ru, s.short_kk):
-            names.setdefault(normalize(name), set()).add(s.doc_id)
-    # Long names may take a Kazakh case ending («қылмыстық кодекс|тің»); short ones («ук», «ак») stand alone.
-    ordered = sorted(names, key=len, reverse=True)
-    alternatives = "|".join(
-        re.escape(n) + (r"\w*" if len(n) >= _INFLECTED_NAME else r"(?!\w)") for n in ordered
-    )
-    return re.compile(rf"(?<!\w)(?:{alternatives})"), {k: frozenset(names[k]) for k in ordered}
-
-
-def _code_near(text: str, start: int, end: int, *, before_first: bool) -> frozenset[str] | None:
-    pattern, docs = _code_names()
-    after = re.split(r"[.;!?\n]", text[end : end + _CODE_WINDOW + 30], maxsplit=1)[0]
-    before = re.split(r"[.;!?\n]", text[max(0, start - _CODE_WINDOW - 30) : start])[-1]
-    found_after = next((m for m in pattern.finditer(after) if m.start() <= _CODE_WINDOW), None)
-    found_before = [m for m in pattern.finditer(before) if len(before) - m.end() <= _CODE_WINDOW]
-    candidates = [found_before[-1] if found_before else None, found_after]
-    if not before_first:
-        candidates.reverse()
-    for m in candidates:
-        if m is not None:
-            return next(v for k, v in docs.items() if m.group(0).startswith(k))  # longest name first
-    return None
-
-
-def article_refs(text: str) -> list[_Ref]:
-    """Written references to articles, with the code each names when it names one."""
-    norm = normalize(text)
-    refs = []
-    for regex, kazakh in ((_RU_REF_RE, False), (_KK_REF_RE, True)):
-        for m in regex.finditer(norm):
-            docs = _code_near(norm, m.start(), m.end(), before_first=kazakh)
-            refs.append(_Ref(text[m.start() : m.end()].strip(), tuple(_NUM_RE.findall(m.group(1))), docs))
-    return refs
-
-
 def _sids(text: str) -> list[str]:
     """Source ids cited as [S1], [S1, S2], [s 3], in order."""
     return [
@@ -117,7 +61,7 @@ def _sids(text: str) -> list[str]:
     ]
 
 
-def _resolve(ref: _Ref, sources: Sequence[Source]) -> tuple[list[Source], list[str]]:
+def _resolve(ref: CitedRef, sources: Sequence[Source]) -> tuple[list[Source], list[str]]:
     """The sources a reference names, and the numbers it names that no source has."""
     pool = [s for s in sources if ref.docs is None or s.doc_id in ref.docs]
     by_number: dict[str, list[Source]] = {}
@@ -139,11 +83,11 @@ def _resolve(ref: _Ref, sources: Sequence[Source]) -> tuple[list[Source], list[s
 
 
 @lru_cache(maxsize=4)
-def _instruction_terms(prompts_dir: Path, lang: str) -> TermSet:
+def _instruction_terms(prompts_dir: Path, lang: Lang) -> TermSet:
     """Words the prompt asked the model to use («объект», «субъективная сторона»): not invented by it."""
     names = ["rules", *TEMPLATE_NAMES]
     text = "\n".join((prompts_dir / f"{n}.{lang}.txt").read_text(encoding="utf-8") for n in names)
-    return TermSet.of(text, lang)  # type: ignore[arg-type]
+    return TermSet.of(text, lang)
 
 
 def strip_disclaimer(text: str, disclaimer: str) -> str:
@@ -156,7 +100,7 @@ def check_grounding(
     answer_text: str,
     sources: Sequence[Source],
     *,
-    lang: str,
+    lang: Lang,
     is_criminal: bool,
     settings: Settings,
     question: str = "",
@@ -174,7 +118,7 @@ def check_grounding(
             cited[sid] = None
         else:
             unknown.append(f"[{sid}]")
-    for ref in article_refs(body):
+    for ref in cited_refs(body):
         hit, missing = _resolve(ref, sources)
         cited.update((s.source_id, None) for s in hit)
         if missing:
@@ -213,7 +157,7 @@ def _unsupported(
     sources: Sequence[Source],
     by_id: dict[str, Source],
     *,
-    lang: str,
+    lang: Lang,
     question: str,
     settings: Settings,
 ) -> tuple[list[str], int]:
@@ -221,15 +165,15 @@ def _unsupported(
     same_lang = [s for s in sources if s.lang == lang]
     if not same_lang:
         return [], 0
-    terms_of = {s.source_id: TermSet.of(f"{s.citation()}\n{s.snippet}", s.lang) for s in same_lang}  # type: ignore[arg-type]
-    given = _instruction_terms(settings.prompts_dir, lang) | TermSet.of(question, lang)  # type: ignore[arg-type]
+    terms_of = {s.source_id: TermSet.of(f"{s.citation()}\n{s.snippet}", s.lang) for s in same_lang}
+    given = _instruction_terms(settings.prompts_dir, lang) | TermSet.of(question, lang)
     everything = given
     for t in terms_of.values():
         everything = everything | t
     unsupported: list[str] = []
     judged = 0
     for sentence in _SENTENCE_RE.split(body):
-        terms = [t for t in analyze(_SID_RE.sub(" ", sentence), lang) if not t.isdigit()]  # type: ignore[arg-type]
+        terms = [t for t in analyze(_SID_RE.sub(" ", sentence), lang) if not t.isdigit()]
         if len(set(terms)) < MIN_JUDGED_TERMS:
             continue
         cited = [by_id[i] for i in _sids(sentence) if i in by_id]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from corpus.legal import citation
+from corpus.records import Lang
 from corpus.store import edition_label
 
 
@@ -20,18 +22,17 @@ class Source:
     url: str
     snippet: str
     score: float
-    lang: str = "ru"
+    lang: Lang = "ru"
     status: str = "in_force"
     remedy: bool = False  # how to defend the right (a remedy route's article), not the substance
     edition_date: str | None = None  # the cited document's edition (DD.MM.YYYY), from the corpus manifest
     edition_basis: str | None = None  # "as_of" (the page's own date) or "amended_through" (latest amendment cited)
 
     def citation(self) -> str:
-        word = "бап" if self.lang == "kk" else "Статья"
-        head = f"{self.code}, {self.article}-{word}" if self.lang == "kk" else f"{self.code}, {word} {self.article}"
-        return f"{head}. {self.title}"
+        """«УК РК, Статья 188. Кража» / «ҚР ҚК, 188-бап. Ұрлық» (corpus.legal.citation)."""
+        return citation(self.code, self.article, self.title, self.lang)
 
-    def edition(self, lang: str | None = None) -> str:
+    def edition(self, lang: Lang | None = None) -> str:
         """«редакция по состоянию на 20.03.2026» / «редакция с изменениями по 16.01.2026» in `lang` (default: the
         source's); "" when unknown."""
         return edition_label(self.edition_date, self.edition_basis, lang or self.lang)
@@ -62,7 +63,7 @@ class QAResult:
     sources: tuple[Source, ...]
     template: str  # universal / criminal / range
     backend: str  # groq / ollama / extractive
-    lang: str
+    lang: Lang
     grounded: bool
     grounding_notes: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)  # milliseconds per stage (name_ms)

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 from telegram.constants import MessageLimit
 
 from answer.records import QAResult, Source
-from bot.texts import Lang, t
-from config import SOURCES_BY_ID
-from corpus.records import Article
+from bot.texts import t
+from corpus.legal import code_name, heading
+from corpus.records import Article, Lang
 from corpus.store import LangTotals
 
 if TYPE_CHECKING:
@@ -248,16 +248,14 @@ def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> lis
 
 
 def article_heading(article: Article) -> str:
-    """«УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық»."""
-    entry = SOURCES_BY_ID.get(article.doc_id)
-    code = entry.short(article.lang) if entry else article.doc_id
-    number = f"{article.number}-бап" if article.lang == "kk" else f"Статья {article.number}"
-    return f"{code}. {number}. {article.title}".rstrip(". ")
+    """«УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық» (corpus.legal.heading); a title's closing period is
+    not shown in the bold heading."""
+    return heading(code_name(article.doc_id, article.lang), article.number, article.title.rstrip(". "), article.lang)
 
 
 def format_article(article: Article, limit: int = MAX_MESSAGE) -> list[str]:
     """The article verbatim under its heading, with its status, edition and adilet link, as HTML messages."""
-    lang: Lang = "kk" if article.lang == "kk" else "ru"
+    lang = article.lang
     blocks = [f"<b>{escape(article_heading(article))}</b>"]
     if article.status == "repealed":
         blocks.append(f"<i>{t('repealed_article', lang)}</i>")

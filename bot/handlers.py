@@ -7,7 +7,6 @@ import contextlib
 import functools
 import logging
 import math
-import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor
@@ -25,19 +24,17 @@ from bot.feedback import FeedbackStore
 from bot.format import escape, format_about, format_answer, format_article, split_html
 from bot.ratelimit import SlidingWindowLimiter
 from bot.stream import AnswerStream
-from bot.texts import LANGS, Lang, parse_lang, pick_lang, t
-from config import Settings
+from bot.texts import parse_lang, pick_lang, t
+from config import MAX_QUESTION_CHARS, Settings
 from corpus.errors import UserError
-from corpus.records import Article
+from corpus.legal import article_lang, split_article_args
+from corpus.records import Article, Lang
 from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 
-MAX_QUESTION_CHARS = 2000
 ECHO_CHARS = 40  # what a reply repeats of the user's input, at most
 TYPING_REFRESH = 4.5  # Telegram shows "typing…" for 5 s per chat action
-_KAZAKH_LETTERS = re.compile("[ӘәҒғҚқҢңӨөҰұҮүҺһІі]")
-_ARTICLE_WORDS = {"ст", "ст.", "статья", "статьи", "бап", "бабы", "article", "art", "art.", "№"}
 T = TypeVar("T")
 
 
@@ -54,7 +51,7 @@ class QA(Protocol):
 
 
 class Lookup(Protocol):
-    def __call__(self, code: str, number: str, settings: Settings, lang: str = "ru") -> Article | None: ...
+    def __call__(self, code: str, number: str, settings: Settings, lang: Lang = "ru") -> Article | None: ...
 
 
 @dataclass(frozen=True)
@@ -200,27 +197,11 @@ async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         await query.edit_message_text(t("lang_set", chosen))
 
 
-def parse_article_args(args: list[str]) -> tuple[str, str] | None:
-    """("УК", "188") from /article УК 188, /article ТК РК ст. 22, /article ҚК 188-бап."""
-    words = [w for w in args if w.lower() not in _ARTICLE_WORDS]
-    if len(words) < 2:
-        return None
-    number = re.sub(r"(?i)-?(бап|бабы)$", "", words[-1].strip(".,;:"))
-    if not re.fullmatch(r"\d+(?:[-.]\d+)*", number):
-        return None
-    return " ".join(words[:-1]), number
-
-
-def article_lang(code: str, ui_lang: Lang) -> Lang:
-    """Kazakh text for a code named in Kazakh («ҚК», «ӘҚБтК»), else the user's language."""
-    return "kk" if _KAZAKH_LETTERS.search(code) else ui_lang
-
-
 async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Show an article verbatim: /article УК 188."""
     message = update.effective_message
     lang = user_lang(update, context)
-    parsed = parse_article_args([clean_text(a) for a in context.args or []])
+    parsed = split_article_args([clean_text(a) for a in context.args or []])
     if parsed is None:
         await reply(message, t("article_usage", lang))
         return
@@ -315,7 +296,7 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         stream.updates if stream else 0,
     )
     # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.
-    answer_lang: Lang = result.lang if result.lang in LANGS else lang  # type: ignore[assignment]
+    answer_lang = result.lang
     keyboard = keyboards.answer_keyboard(result, question_id, answer_lang)
     await asyncio.to_thread(
         svc.store.record_exchange, question_id, result, chat_id=message.chat_id, parent_id=conversation.parent_id

@@ -12,8 +12,10 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
 from answer.records import QAResult
 from bot.format import unique_sources
-from bot.texts import LANGS, Lang, t
+from bot.texts import t
 from config import SOURCES_BY_ID
+from corpus.lang import LANGS
+from corpus.records import Lang
 
 MAX_ARTICLE_BUTTONS = 8
 UP, DOWN = "👍", "👎"

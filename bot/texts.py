@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import html
-from typing import Literal
 
-Lang = Literal["ru", "kk"]
-LANGS: tuple[Lang, ...] = ("ru", "kk")
+from corpus.lang import LANGS, lang_of
+from corpus.records import Lang
 
 TEXTS: dict[str, dict[Lang, str]] = {
     "start": {
@@ -216,7 +215,7 @@ def t(key: str, lang: Lang, **args: object) -> str:
 def pick_lang(chosen: str | None, language_code: str | None) -> Lang:
     """The user's choice from /lang, else Kazakh when Telegram says the app speaks Kazakh, else Russian."""
     if chosen in LANGS:
-        return chosen  # type: ignore[return-value]
+        return lang_of(chosen)
     return "kk" if (language_code or "").lower().startswith("kk") else "ru"
 
 

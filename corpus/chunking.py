@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from config import AdiletSource
+from corpus.legal import heading
 from corpus.records import Article, Chunk, content_hash
 
 _PART = re.compile(r"^(\d+(?:-\d+)*)\.\s")  # «1. …», «3-1. …»; «1) …» are sub-items and stay inside the part
@@ -42,9 +43,7 @@ class _Piece:
 
 def header(article: Article, source: AdiletSource) -> str:
     """The citation line a chunk starts with: «УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық»."""
-    label = f"{article.number}-бап" if article.lang == "kk" else f"Статья {article.number}"
-    head = f"{source.short(article.lang)}. {label}"
-    return f"{head}. {article.title}" if article.title else head
+    return heading(source.short(article.lang), article.number, article.title, article.lang)
 
 
 def _parts(text: str) -> list[_Piece]:

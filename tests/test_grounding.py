@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from answer.context import to_sources
-from answer.grounding import article_refs, check_grounding
+from answer.grounding import check_grounding
 from answer.records import Source
 from config import CRIMINAL_CODE_ID, Settings
+from corpus.legal import cited_refs as article_refs
 from tests.support.answer import GK, PERSONAL_DATA, UK, docs
 
 THEFT = (

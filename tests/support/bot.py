@@ -17,21 +17,13 @@ import pytest
 
 from answer.records import Exchange, QAResult, Source
 from bot.logsetup import NOISY_LOGGERS
-from config import ADILET_SOURCES, Settings, source
-from corpus.records import Article
+from config import Settings, source
+from corpus.legal import article_ref, source_url
+from corpus.records import Article, Lang
 from tests.support.telegram_server import BotAPIServer
 
 
-def resolve_code(code: str) -> str | None:
-    """The doc_id of a code named as people name it («УК», «ҚК», «КоАП», «ТК РК»)."""
-    name = " ".join(code.lower().split())
-    for entry in ADILET_SOURCES:
-        if name in entry.aliases or name in (entry.short_ru.lower(), entry.short_kk.lower()):
-            return entry.doc_id
-    return None
-
-
-def shared_article(shared_dir: Path, doc_id: str, number: str, lang: str = "ru") -> Article | None:
+def shared_article(shared_dir: Path, doc_id: str, number: str, lang: Lang = "ru") -> Article | None:
     """Article `number` of a document in ../shared/corpus, text from its heading line to the next one."""
     folder = "kaz" if lang == "kk" else "rus"
     path = shared_dir / "corpus" / folder / f"{doc_id}.txt"
@@ -54,11 +46,11 @@ def shared_article(shared_dir: Path, doc_id: str, number: str, lang: str = "ru")
     paragraphs = [" ".join(line.split()) for line in body.splitlines()]
     return Article(
         doc_id=doc_id,
-        lang="kk" if lang == "kk" else "ru",
+        lang=lang,
         number=number,
         title=m.group(1).strip(),
         text="\n".join(p for p in paragraphs if p),
-        url=source(doc_id).url(lang),
+        url=source_url(doc_id, lang),
     )
 
 
@@ -69,10 +61,10 @@ class SharedLookup:
         self.shared_dir = shared_dir
         self.calls: list[tuple[str, str, str]] = []
 
-    def __call__(self, code: str, number: str, settings: Settings, lang: str = "ru") -> Article | None:
+    def __call__(self, code: str, number: str, settings: Settings, lang: Lang = "ru") -> Article | None:
         self.calls.append((code, number, lang))
-        doc_id = resolve_code(code)
-        return shared_article(self.shared_dir, doc_id, number, lang) if doc_id else None
+        ref = article_ref(code, number)  # the same reading of a code's name as the chain's
+        return shared_article(self.shared_dir, ref.doc_id, ref.article, lang) if ref else None
 
 
 def make_source(
@@ -81,7 +73,7 @@ def make_source(
     article: str,
     title: str,
     snippet: str = "",
-    lang: str = "ru",
+    lang: Lang = "ru",
     status: str = "in_force",
 ) -> Source:
     entry = source(doc_id)
@@ -121,7 +113,7 @@ class ScriptedQA:
         delay: float = 0.0,
         sources: tuple[Source, ...] = THEFT_SOURCES,
         grounded: bool = True,
-        lang: str = "ru",
+        lang: Lang = "ru",
         stream_delay: float = 0.0,
     ) -> None:
         self.script = script or {}
