@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 from answer.records import Source
 from answer.templates import load_phrases
 from config import Settings
+from corpus.lang import lang_of
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def to_sources(docs: Sequence[Document], settings: Settings) -> tuple[Source, ..
                 url=str(m.get("url", "")),
                 snippet=clip(body_of(doc), settings.context_max_chars),
                 score=float(m.get("score", m.get("relevance_score", 0.0))),
-                lang=str(m.get("lang", "ru")),
+                lang=lang_of(m.get("lang")),
                 status=str(m.get("status", "in_force")),
                 remedy=bool(m.get("remedy", False)),
             )

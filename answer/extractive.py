@@ -14,6 +14,7 @@ from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import load_phrases
 from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID, Settings
+from corpus.lang import lang_of
 from retrieval.analyzer import analyze
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def _relevant(
     """
     if is_range:
         return list(sources[:MAX_RANGE_SOURCES])
-    term_sets = [TermSet.of(f"{s.title}\n{s.snippet}", s.lang) for s in sources]  # type: ignore[arg-type]
+    term_sets = [TermSet.of(f"{s.title}\n{s.snippet}", s.lang) for s in sources]
     found = {t: [t in ts for ts in term_sets] for t in set(question_terms)}
     weight = {t: math.log(1 + len(sources) / sum(hits)) for t, hits in found.items() if any(hits)}
     scores = [sum(w for t, w in weight.items() if found[t][i]) for i in range(len(sources))]
@@ -148,7 +149,7 @@ def extractive_answer(
     head = [note] if note else []
     if not sources:
         return Extract("\n\n".join([*head, phrases.no_sources, phrases.disclaimer]), ())
-    question_terms = analyze(question, "kk" if lang == "kk" else "ru")
+    question_terms = analyze(question, lang_of(lang))
     substance = [s for s in sources if not s.remedy] or list(sources)
     quoted = _relevant(substance, question_terms, is_range=is_range, is_criminal=is_criminal)
     blocks: list[str] = []

@@ -18,6 +18,7 @@ from answer.llm import backend_of, build_chat_model
 from answer.records import Answer
 from answer.templates import Phrases, load_phrases, load_template, select_template
 from config import Settings
+from corpus.records import Lang
 
 if TYPE_CHECKING:
     from retrieval.pipeline import Verdict
@@ -32,9 +33,9 @@ def _with_disclaimer(text: str, phrases: Phrases) -> str:
     return f"{strip_disclaimer(text, phrases.disclaimer).strip()}\n\n{phrases.disclaimer}"
 
 
-def answer_chain(settings: Settings, template: str, lang: str, chat_model: Runnable) -> Runnable:
+def answer_chain(settings: Settings, template: str, lang: Lang, chat_model: Runnable) -> Runnable:
     """prompt | model | {text, backend}: the model's reply as text, and the backend that gave it."""
-    prompt = load_template(settings, template, lang)  # type: ignore[arg-type]
+    prompt = load_template(settings, template, lang)
     return prompt | chat_model | RunnableParallel(text=StrOutputParser(), backend=RunnableLambda(backend_of))
 
 

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,11 +17,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from config import Settings
 from corpus.errors import AdiletUnreachable, IngestError
 from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
+from corpus.records import Lang
 from ingest_adilet.html_parser import page_problem
 
 logger = logging.getLogger(__name__)
-
-Lang = Literal["ru", "kk"]
 SITE_LANG: dict[str, str] = {"ru": "rus", "kk": "kaz"}
 _DOC_ID = re.compile(r"^[A-Za-z0-9_]{5,20}$")
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})

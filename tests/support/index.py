@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from corpus.records import Chunk
+from corpus.legal import heading
+from corpus.records import Chunk, Lang
 
 
 class KeywordEmbeddings(Embeddings):
@@ -47,15 +48,15 @@ class KeywordEmbeddings(Embeddings):
 
 
 def make_chunk(
-    doc_id: str, lang: str, article: str, title: str, body: str, part: int = 0, **kw: object
+    doc_id: str, lang: Lang, article: str, title: str, body: str, part: int = 0, **kw: object
 ) -> Chunk:
     """A chunk as the chunker makes it: header line «УК РК. Статья N. Title», then the body."""
     code = kw.pop("code", "УК РК" if lang == "ru" else "ҚР ҚК")
-    header = f"{code}. Статья {article}. {title}" if lang == "ru" else f"{code}. {article}-бап. {title}"
+    header = heading(str(code), article, title, lang)
     return Chunk(
         chunk_id=f"{doc_id}:{lang}:{article}:{part}",
         doc_id=doc_id,
-        lang=lang,  # type: ignore[arg-type]
+        lang=lang,
         article=article,
         title=title,
         code=str(code),
