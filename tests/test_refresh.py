@@ -103,7 +103,7 @@ def parsed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = html_parser.parse_html
 
-    def counting(html: str, doc_id: str, *args: object, **kw: object):  # noqa: ANN202
+    def counting(html: str, doc_id: str, *args: object, **kw: object) -> object:
         calls.append(doc_id)
         return real(html, doc_id, *args, **kw)
 
