@@ -12,6 +12,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
 from config import ADILET_SOURCES
+from corpus.lang import has_kazakh_letters, script_lang
 from retrieval.analyzer import analyze, normalize
 from retrieval.articles import ArticleChunks, ArticleKey
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
@@ -26,7 +27,6 @@ YEARS = range(1900, 2101)  # existing articles offered as "possibly" for one tha
 _CODE_WORD = re.compile(r"(?<![^\W\d_])кодекс[^\W\d_]*")
 _WORD = re.compile(r"[^\W\d_]+")
 _RU_ADJECTIVE = re.compile(r"(?:ий|ый|ой|ого|ому|ом|ая|ую|ое|ым|ых|ее|его|ему)$")
-_KAZAKH_LETTERS = "әғқңөұүһі"
 _ABOUT = frozenset({"о", "об", "про"})
 _STATE = frozenset({"рк", "қр", "республики", "казахстан", "республикасының", "қазақстан"})
 # Words before «кодекс» that point at a code without naming one («по какому кодексу», «осы кодекс»).
@@ -126,7 +126,7 @@ def unknown_codes(question: str) -> tuple[str, ...]:
         after = [w for w in _WORD.findall(norm[m.end() :])[:6]]
         while after and after[0] in _STATE:
             after.pop(0)
-        kazakh = any(c in _KAZAKH_LETTERS for c in norm)
+        kazakh = has_kazakh_letters(norm)
         named_before = bool(before) and before[-1] not in _POINTERS and (
             kazakh or bool(_RU_ADJECTIVE.search(before[-1]))
         )
@@ -151,7 +151,7 @@ def unknown_codes(question: str) -> tuple[str, ...]:
 def _in_a_title(phrase: str) -> bool:
     """Whether a registered document's full title has every word of the name («Кодекс РК о браке и семье»,
     a form the aliases lack): then it is not an unknown code."""
-    lang = "kk" if any(c in _KAZAKH_LETTERS for c in phrase.lower()) else "ru"
+    lang = script_lang(phrase)
     stems = set(analyze(phrase, lang)) - set(analyze(" ".join(_STATE) + " кодекс кодексі", lang))
     return bool(stems) and any(stems <= _title_stems(s.doc_id) for s in ADILET_SOURCES)
 
