@@ -59,9 +59,10 @@ class QAChain:
         self.followup = FollowupCondenser(settings, rule, self.chat_model)
         # x: {"question": as asked, "search": what to search and answer (the question, or a follow-up read in
         # the context of the conversation), "used_history", "followup": what the conversation adds to the search}
+        # {question → retrieve} | answer: retrieval is the composition of retrieval/pipeline.py.
         self.runnable = RunnablePassthrough.assign(
-            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["search"], x["followup"]))
-        ) | RunnableLambda(self._answer)
+            retrieved=RunnableLambda(lambda x: retrieval.retrieve(x["search"], x["followup"]), name="retrieve")
+        ) | RunnableLambda(self._answer, name="answer")
 
     @classmethod
     def load(cls, settings: Settings) -> QAChain:

@@ -2,7 +2,8 @@
 
     python -m bench.ablation [--data-dir DIR] [--questions FILE.jsonl ...] [--k 20] [--out bench/ablation.md]
 
-Every row is the same loaded pipeline (`Retrieval.variant`) with other `Stages` or settings; nothing is copied.
+Every row is another composition of the same loaded parts (`Retrieval.variant`: the `Stages` recipe says which
+steps it has, e.g. no reranker, no remedy routes) or the same one with other settings; nothing is reloaded.
 Defaults to the gold files in ../shared/eval when they exist. The stage rows rank by the fusion; the learned
 second stage, trained on these very questions, is measured apart: out-of-fold, each question ranked by a model
 trained without it (retrieval/train.py), beside the fusion on the same questions.

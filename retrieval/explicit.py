@@ -1,21 +1,25 @@
-"""Explicit references («ст. 188 УК», «статьи 190-192 УК РК», «ҚК-нің 188-бабы»): those articles first."""
+"""Explicit references («ст. 188 УК», «статьи 190-192 УК РК», «ҚК-нің 188-бабы»): the retriever of the named
+articles, and the compressor that puts them first in the ranking (`ExplicitFirst`)."""
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
 from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
 from config import ADILET_SOURCES
 from corpus.lang import has_kazakh_letters, script_lang
 from retrieval.analyzer import analyze, normalize
-from retrieval.articles import ArticleChunks, ArticleKey
+from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
+from retrieval.ranking import ranked_copy, score_of, via
+from retrieval.records import as_query
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +47,7 @@ class ExplicitRetriever(BaseRetriever):
     """The articles a question names itself, in the order it names them, each from its beginning.
 
     A reference without a code («статья 15» in a question naming no code) is ambiguous: it is left to the
-    pipeline, which lifts that number among the articles the search found (see `unresolved`).
+    search; `ExplicitFirst` lifts that number among the articles it found (see `unresolved`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -51,7 +55,7 @@ class ExplicitRetriever(BaseRetriever):
     articles: ArticleChunks
     """The corpus, by article."""
     analyze: Callable[[str], QueryInfo]
-    """Question → QueryInfo (the pipeline's cached `analyze_query`)."""
+    """Question → QueryInfo (the pipeline's cached `analyze_query`), for a question given as a plain `str`."""
     max_chars: int = 1800
     """Characters of each article's Document."""
 
@@ -101,7 +105,35 @@ class ExplicitRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        return self.documents(self.analyze(query))
+        return self.documents(as_query(query, self.analyze).info)
+
+
+class ExplicitFirst(BaseDocumentCompressor):
+    """The ranking with the articles the question names first (`explicit`'s Documents, score 1, via
+    "explicit", in the order named), then the found articles whose number the question names without a code
+    («статья 15»; score 1), then the other found ones in their order."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    explicit: ExplicitRetriever
+    """The named articles' retriever (and the question's analysis for a plain `str`)."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        info = as_query(query, self.explicit.analyze).info
+        out = [ranked_copy(d, via="explicit", found=False) for d in self.explicit.documents(info)]
+        seen = {key_of(d) for d in out}
+        numbers = ExplicitRetriever.unresolved(info)
+        lifted = [d for d in documents if d.metadata["article"] in numbers and key_of(d) not in seen]
+        for d in lifted:
+            out.append(ranked_copy(d, score=1.0, via="found"))
+            seen.add(key_of(d))
+        for d in documents:
+            if key_of(d) not in seen:
+                seen.add(key_of(d))
+                out.append(ranked_copy(d, score=score_of(d), via=via(d)))
+        return out
 
 
 def _number(article: str) -> float:

@@ -26,7 +26,9 @@ from config import CRIMINAL_CODE_ID
 from retrieval.analyzer import analyze
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.query import QueryInfo
+from retrieval.records import Query
 from retrieval.remedies import pick_route
+from retrieval.searches import dense_query
 
 if TYPE_CHECKING:
     from retrieval.pipeline import Retrieval
@@ -158,12 +160,12 @@ def _search_scores(retrieval: Retrieval, info: QueryInfo, static: _Static) -> di
     encodings are the ones the first stage just made (remembered), so this costs a few milliseconds."""
     out: dict[str, np.ndarray] = {}
     if retrieval.bm25 is not None:
-        out["bm25"] = retrieval.bm25.vectorizer.get_scores(retrieval.bm25.preprocess_func(info.augmented))
+        out["bm25"] = retrieval.bm25.chunk_scores(info.augmented)
     if retrieval.latent is not None:
-        head = info.text[: retrieval.settings.sparse_query_max_chars]
-        out["latent"] = retrieval.latent.vectorizer.get_scores(retrieval.latent.preprocess_func(head))
+        out["latent"] = retrieval.latent.chunk_scores(info.text[: retrieval.settings.sparse_query_max_chars])
     if static.vectors is not None and retrieval.vector_store is not None:
-        query = retrieval.vector_store.embeddings.embed_query(retrieval._dense_query(info.augmented))
+        text = dense_query(info.augmented, retrieval.settings.dense_query_max_chars)
+        query = retrieval.vector_store.embeddings.embed_query(text)
         out["dense"] = np.asarray(query, dtype=np.float32)  # rows are scored on demand (pool only)
     return out
 
@@ -187,10 +189,10 @@ def _best_and_mean(
 
 
 def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Document] | None = None) -> Pool:
-    """The candidate articles of a question and their features. `candidates` are the first stage's fused
-    articles (`retrieval.candidates(question)`, computed here when not given); the remedy route's articles
-    join them."""
-    info = retrieval.analyze(question)
+    """The candidate articles of a question (a `Query` carries its analysis) and their features. `candidates`
+    are the first stage's fused articles (`retrieval.candidates(question)`, computed here when not given); the
+    remedy route's articles join them."""
+    info = question.info if isinstance(question, Query) else retrieval.analyze(question)
     if candidates is None:
         candidates = retrieval.candidates(question)
     static = _static(retrieval)

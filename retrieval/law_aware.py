@@ -1,5 +1,5 @@
 """Law-aware first stage: a crime question always gets Criminal Code candidates; a named code is searched and
-its articles are preferred, and so are the codes a conversation's previous answer cited (`prefer`)."""
+its articles are preferred, and so are the codes a conversation's previous answer cited (`Followup.prefer_docs`)."""
 
 from __future__ import annotations
 
@@ -14,22 +14,24 @@ from pydantic import ConfigDict
 from config import CRIMINAL_CODE_ID
 from retrieval.articles import key_of
 from retrieval.query import QueryInfo
+from retrieval.records import Query, as_query
 
 logger = logging.getLogger(__name__)
 
 
 class LawAwareRetriever(BaseRetriever):
-    """Runs `base` on the question (each of its searches reads it its own way, e.g. BM25 the augmented text),
-    then, decided from the question as asked (not the augmented text, which names codes):
+    """Runs `base` on the analysed question (`Query`: each of its searches reads it its own way, e.g. BM25 the
+    augmented text), then, decided from the question as asked (not the augmented text, which names codes):
 
     - a crime question with fewer than `min_docs` Criminal Code articles gets the best missing ones from the
       same search limited to the Criminal Code;
     - a question naming a code («по Трудовому кодексу», «ҚК-нің») gets up to `min_docs` articles of that code
       the same way, and that code's articles count `named_boost` times their fused score;
-    - the documents in `prefer` (a follow-up's: the codes the previous answer cited) are treated as named.
+    - the documents a follow-up prefers (`Followup.prefer_docs`: the codes the previous answer cited) are
+      treated as named, and its own words (`Followup.own`) are searched the same way and fused in.
 
     Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
-    matches of the whole corpus rather than after all of them.
+    matches of the whole corpus rather than after all of them. A plain `str` is analysed by `analyze`.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -39,32 +41,26 @@ class LawAwareRetriever(BaseRetriever):
     within: Callable[[str], BaseRetriever]
     """doc_id → the same first stage limited to that document."""
     analyze: Callable[[str], QueryInfo]
-    """Question → QueryInfo (decides `is_criminal`, names codes, gives the augmented text)."""
+    """Question → QueryInfo, for a question given as a plain `str` and for a follow-up's own words."""
     min_docs: int = 12
     """Articles of the Criminal Code (crime questions) or of a named code among the candidates."""
     named_boost: float = 3.0
     """Score multiplier of the articles of a code the question names (1: no preference)."""
     code_id: str = CRIMINAL_CODE_ID
-    prefer: tuple[str, ...] = ()
-    """Documents preferred as if the question named them (a copy per follow-up: `for_followup`)."""
-    own: str = ""
-    """A follow-up's own words, searched too (with the same preference) and fused with the query's ranking, so
-    that the aspect the message asks about is not drowned by the earlier turns glued before it."""
     own_weight: float = 0.3
-    """Weight of the own words' ranking in that fusion (the query's: 1); below 1, the conversation's search keeps
-    the top and the own words' strong matches join it."""
+    """Weight of a follow-up's own words' ranking in the fusion with the query's (whose weight is 1); below 1,
+    the conversation's search keeps the top and the own words' strong matches join it."""
     rrf_c: float = 5.0
     """Reciprocal-rank constant of that fusion."""
 
-    def for_followup(self, prefer: tuple[str, ...], own: str) -> LawAwareRetriever:
-        """This retriever preferring `prefer` and fusing in the search of `own` (itself when both are empty)."""
-        return self.model_copy(update={"prefer": prefer, "own": own}) if prefer or own else self
-
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        docs = self._law_aware(query, run_manager)
-        if not self.own or self.own == query:
+        query = as_query(query, self.analyze)
+        prefer, own = query.followup.prefer_docs, query.followup.own
+        docs = self._law_aware(query, prefer, run_manager)
+        if not own or own == query:
             return docs
-        return self._fuse([(1.0, docs), (self.own_weight, self._law_aware(self.own, run_manager))])
+        own_query = Query(own, self.analyze(own))
+        return self._fuse([(1.0, docs), (self.own_weight, self._law_aware(own_query, prefer, run_manager))])
 
     def _fuse(self, rankings: list[tuple[float, list[Document]]]) -> list[Document]:
         """Reciprocal-rank fusion per article; each article keeps its Document from the first list having it."""
@@ -77,10 +73,12 @@ class LawAwareRetriever(BaseRetriever):
         ordered = sorted(first, key=lambda k: scores[k], reverse=True)
         return [first[k].model_copy(update={"metadata": {**first[k].metadata, "score": scores[k]}}) for k in ordered]
 
-    def _law_aware(self, query: str, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        info = self.analyze(query)
+    def _law_aware(
+        self, query: Query, prefer: tuple[str, ...], run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        info = query.info
         docs = self.base.invoke(query, config={"callbacks": run_manager.get_child("base")})
-        named = list(dict.fromkeys([*info.codes, *self.prefer]))
+        named = list(dict.fromkeys([*info.codes, *prefer]))
         focus = list(named)
         if info.is_criminal and self.code_id not in focus:
             focus.append(self.code_id)

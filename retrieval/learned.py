@@ -3,6 +3,7 @@
 The model is LightGBM's text format (`ranker.txt`, readable, never pickled) with a JSON sidecar (`ranker.json`:
 feature names, feature-schema version, candidate depth, the gold files it was trained on). Both are trained by
 `python -m retrieval.train`. A missing or damaged pair is logged once and the pipeline ranks by the fusion.
+In the pipeline it is a document compressor over the first stage's candidates (`LearnedRerank`).
 """
 
 from __future__ import annotations
@@ -11,23 +12,24 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from retrieval.features import FEATURE_NAMES, FEATURE_SCHEMA, Pool, candidate_pool
+from retrieval.features import FEATURE_NAMES, FEATURE_SCHEMA, Pool
 
 if TYPE_CHECKING:
     import lightgbm
 
     from config import Settings
-    from retrieval.pipeline import Retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ def sidecar(path: Path) -> Path:
 
 @dataclass(frozen=True)
 class LearnedRanker:
-    """A loaded model and its sidecar; `rerank` orders a question's candidates by it."""
+    """A loaded model and its sidecar; `scores` scores a question's candidates (`LearnedRerank` orders them)."""
 
     booster: lightgbm.Booster
     meta: RankerMeta
@@ -134,11 +136,25 @@ class LearnedRanker:
             return np.zeros(0)
         return self.booster.predict(matrix, num_threads=1)
 
-    def rerank(self, retrieval: Retrieval, question: str, candidates: Sequence[Document]) -> list[Document]:
-        """The candidates and the question's remedy-route articles, best first by the model: copies with
-        `metadata["score"]` (the model's score squashed to 0-1), `learned_score`, and `remedy` on route articles."""
-        pool = candidate_pool(retrieval, question, candidates)
-        return ordered(pool, self.scores(pool.matrix))
+
+class LearnedRerank(BaseDocumentCompressor):
+    """The first stage's candidates and the question's remedy-route articles, best first by the model: copies
+    with `metadata["score"]` (the model's score squashed to 0-1), `learned_score`, and `remedy` on route
+    articles; nothing for no candidates."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    ranker: LearnedRanker
+    pool: Callable[[str, Sequence[Document]], Pool]
+    """(question, candidates) → their features (retrieval.features.candidate_pool of the pipeline)."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        if not documents:
+            return []
+        pool = self.pool(query, documents)
+        return ordered(pool, self.ranker.scores(pool.matrix))
 
 
 def ordered(pool: Pool, scores: np.ndarray) -> list[Document]:

@@ -5,17 +5,24 @@ article and, with it, how to go to court: ГК РК 9 (защита гражда
 what to attach), 29 (which court). No word of the question names them, so neither BM25 nor dense search finds
 them. A route (retrieval/data/remedies.json) names the documents of its branch of law and its articles; it
 applies to a question that is not about a crime, names no article, and whose best found articles mostly come
-from that branch. Its articles then enter the ranking at a fixed rank, below the best substantive matches.
+from that branch. Its articles then enter the ranking at a fixed rank, below the best substantive matches
+(`RemedyRoutes`, a document compressor over the ranking).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
 
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
 from pydantic import BaseModel, ConfigDict
 
-from retrieval.query import QueryInfo, SynonymRef, load_packaged
+from retrieval.articles import ArticleChunks, key_of
+from retrieval.query import QueryInfo, SynonymRef, analyze_query, load_packaged
+from retrieval.ranking import from_corpus, ranked_copy, score_of
+from retrieval.records import as_query
 
 FOUND_WINDOW = 10  # the best found articles a route's branch is judged on
 
@@ -56,3 +63,43 @@ def pick_route(info: QueryInfo, found_doc_ids: Sequence[str]) -> RemedyRoute | N
         if n >= route.min_found and (best is None or n > best[0]):
             best = (n, route)
     return best[1] if best else None
+
+
+class RemedyRoutes(BaseDocumentCompressor):
+    """The ranking with the question's remedy route (`pick_route`) at `rank`: its articles not already above
+    are moved (or, not found, inserted) there, with the score of the article before them and via "remedy".
+    A follow-up's route articles the previous answer already gave (`Followup.given`) are left where they are."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    articles: ArticleChunks
+    """The corpus by article (a route article must exist in it)."""
+    rank: int = 4
+    """The position the route's articles enter at (settings.remedy_rank)."""
+    analyze: Callable[[str], QueryInfo] = analyze_query
+    """Question → QueryInfo, for a question given as a plain `str`."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        q = as_query(query, self.analyze)
+        ranked = list(documents)
+        route = pick_route(q.info, [key_of(d)[0] for d in ranked])
+        if route is None:
+            return ranked
+        head = ranked[: self.rank]
+        in_head = {key_of(d) for d in head}
+        refs = [(r.doc_id, r.article) for r in route.refs]
+        given = q.followup.given
+        moved = [k for k in refs if k in self.articles and k not in in_head and k not in given]
+        if not moved:
+            return ranked
+        found = {key_of(d): d for d in ranked}
+        score = score_of(head[-1]) if head else 1.0
+        inserted = [
+            ranked_copy(found[k], score=score, via="remedy")
+            if k in found
+            else from_corpus(self.articles, k, score=score, via="remedy")
+            for k in moved
+        ]
+        return [*head, *inserted, *(d for d in ranked[self.rank :] if key_of(d) not in set(moved))]

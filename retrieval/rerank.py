@@ -1,4 +1,5 @@
-"""FlashRank cross-encoder reranking via LangChain's `FlashrankRerank`, only from a model folder on disk."""
+"""FlashRank cross-encoder reranking via LangChain's `FlashrankRerank`, only from a model folder on disk; in the
+pipeline over the head of the ranking (`HeadRerank`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from langchain_community.document_compressors import FlashrankRerank
 from langchain_core.callbacks import Callbacks
 from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
 
 from config import Settings
 
@@ -44,6 +46,30 @@ class FloatFlashrankRerank(FlashrankRerank):
                 )
             )
         return out
+
+
+class HeadRerank(BaseDocumentCompressor):
+    """The first `reranker.top_n` documents ordered by the reranker, their score its relevance score; the rest
+    keep their order below them, each scored at most the lowest reranked score (scores stay non-increasing)."""
+
+    reranker: FloatFlashrankRerank
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        if not documents:
+            return []
+        n = self.reranker.top_n
+        head = [
+            d.model_copy(update={"metadata": {**d.metadata, "score": d.metadata["relevance_score"]}})
+            for d in self.reranker.compress_documents(documents[:n], str(query), callbacks)
+        ]
+        floor = min((d.metadata["score"] for d in head), default=0.0)
+        tail = [
+            d.model_copy(update={"metadata": {**d.metadata, "score": min(floor, d.metadata.get("score", 0.0))}})
+            for d in documents[n:]
+        ]
+        return [*head, *tail]
 
 
 def model_dir(settings: Settings) -> Path:

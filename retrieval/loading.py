@@ -1,0 +1,109 @@
+"""Loading what retrieval runs on, once: the corpus by article, BM25, the vector store, the latent terms, the
+reranker and the learned ranker — and which of the index's searches are not there yet (`pending`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from langchain_core.vectorstores import VectorStore
+
+from config import Settings
+from corpus.errors import DataDamaged, IndexNotReady
+from corpus.records import Chunk
+from index.sparse import sparse_enabled
+from index.status import IndexPending, index_pending
+from retrieval.articles import ArticleChunks
+from retrieval.bm25 import ChunkBM25Retriever
+from retrieval.learned import LearnedRanker
+from retrieval.rerank import FloatFlashrankRerank, load_reranker
+from retrieval.searches import build_bm25, build_latent
+
+if TYPE_CHECKING:
+    from retrieval.pipeline import Stages
+
+logger = logging.getLogger(__name__)
+
+OUT_OF_DATE = "out of date (the corpus or the settings changed since they were built)"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """Everything a retrieval pipeline is composed from."""
+
+    articles: ArticleChunks
+    bm25: ChunkBM25Retriever | None
+    vector_store: VectorStore | None
+    latent: ChunkBM25Retriever | None
+    reranker: FloatFlashrankRerank | None
+    learned: LearnedRanker | None
+    pending: IndexPending | None
+
+
+def load(
+    settings: Settings,
+    stages: Stages,
+    *,
+    chunks: Sequence[Chunk] | None = None,
+    vector_store: VectorStore | None = None,
+    latent_index: tuple[object, list[str]] | None = None,
+) -> Loaded:
+    """Load the corpus, build BM25, open the vector store and the latent-term index (`latent_index` if given,
+    else the built one), and load the reranker when its model folder exists — each only if `stages` has it.
+
+    A vector or latent-term index that is not built, or was built from another corpus, is left out and recorded
+    in `pending` (what is missing, the command that builds it, an estimate): the lexical searches answer
+    meanwhile. A damaged one (DataDamaged, naming the file and the repair command) is an error."""
+    from index.build import load_latent_index, load_vector_store, read_chunks
+    from index.embeddings import make_embeddings
+
+    start = time.perf_counter()
+    chunks = list(chunks) if chunks is not None else read_chunks(settings)
+    articles = ArticleChunks.from_chunks(chunks)
+    loaded = time.perf_counter()
+    bm25 = build_bm25(articles.documents, settings) if stages.bm25 else None
+    indexed = time.perf_counter()
+    missing: list[str] = []
+    reason = "not built yet"
+    embeddings = None
+    if stages.dense and vector_store is None:
+        embeddings = make_embeddings(settings)
+        try:
+            vector_store = load_vector_store(settings, embeddings=embeddings, chunks=chunks)
+        except DataDamaged:
+            raise
+        except IndexNotReady as err:
+            logger.info("Dense search left out until the index is built: %s", err)
+            missing.append("dense")
+            if settings.vector_store == "faiss" and (settings.index_dir / "faiss" / "meta.json").exists():
+                reason = OUT_OF_DATE
+    latent = None
+    if stages.sparse and sparse_enabled(settings):
+        # Not looked for when never built: load_sparse would log a second line about the same thing.
+        if latent_index is None and (settings.index_dir / "sparse" / "meta.json").exists():
+            latent_index = load_latent_index(settings, chunks)
+            if latent_index is None:
+                reason = OUT_OF_DATE
+        latent = build_latent(articles, latent_index, settings) if latent_index else None
+        if latent_index is None:
+            missing.append("latent")
+    pending = index_pending(settings, chunks, missing, reason, embeddings) if missing else None
+    reranker = load_reranker(settings, top_n=settings.rerank_candidates) if stages.rerank else None
+    searches = [n for n, on in (("bm25", bm25), ("dense", vector_store), ("latent", latent)) if on is not None]
+    learned = LearnedRanker.load(settings, searches) if stages.learned else None
+    logger.info(
+        "Retrieval ready in %.1f s (%d chunks, %d articles; corpus %.1f s, BM25 %.1f s, dense %.1f s%s)",
+        time.perf_counter() - start,
+        len(chunks),
+        len(articles.by_article),
+        loaded - start,
+        indexed - loaded,
+        time.perf_counter() - indexed,
+        (", latent terms on" if latent else "")
+        + (", learned ranker on" if learned else "")
+        + (", reranker on" if reranker else ""),
+    )
+    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending)

