@@ -113,7 +113,7 @@ def test_rebuild_of_damaged_index_embeds_nothing(data: Path, caplog: pytest.LogC
     """`ingest_adilet index` said "unchanged" over a truncated index.faiss; now it rewrites it from the cache."""
     truncate(data / "index" / "faiss" / "index.faiss")
     settings = Settings(data_dir=data, _env_file=None)
-    with caplog.at_level(logging.WARNING, logger="index.build"):
+    with caplog.at_level(logging.WARNING, logger="index"):
         report = build_index(settings, progress=False)
     assert not report.unchanged and (report.embedded, report.from_cache) == (0, 20)
     assert "index.faiss is damaged" in caplog.text

@@ -249,7 +249,7 @@ def test_progress_and_estimate_are_reported(
     settings: Settings, fake: KeywordEmbeddings, caplog: pytest.LogCaptureFixture
 ) -> None:
     many = [make_chunk(UK, "ru", str(300 + i), "Статья", f"убийство {i}") for i in range(70)]
-    with caplog.at_level("INFO", logger="index.build"):
+    with caplog.at_level("INFO", logger="index"):
         report = build_index(settings, chunks=many, embeddings=fake, progress=True)
     assert report.embedded == 70
     text = caplog.text

@@ -14,6 +14,7 @@ from config import Settings
 from corpus.errors import IndexNotReady, UserError
 from corpus.records import Chunk
 from index.build import build_index, embedding_text, load_vector_store, metadata_filter
+from index.pinecone_sync import record_manager
 from tests.support.index import KeywordEmbeddings, make_chunk
 from tests.support.pinecone_server import PineconeState, pinecone_server
 
@@ -73,7 +74,9 @@ def test_build_upserts_first_chunks_with_float_values_and_metadata(
 
     [upsert] = state.bodies("/vectors/upsert")
     assert upsert["namespace"] == "laws"
-    assert [v["id"] for v in upsert["vectors"]] == [c.chunk_id for c in corpus() if c.chunk_id.endswith(":0")]
+    firsts = [c.chunk_id for c in corpus() if c.chunk_id.endswith(":0")]
+    assert [v["metadata"]["chunk_id"] for v in upsert["vectors"]] == firsts
+    assert [v["id"].partition("#")[0] for v in upsert["vectors"]] == firsts  # chunk id + a hash of what is stored
     first = upsert["vectors"][0]
     assert all(isinstance(x, float) for v in upsert["vectors"] for x in v["values"])
     assert first["values"] == pytest.approx(fake.vector(embedding_text(corpus()[0], pc_settings)), abs=1e-6)
@@ -89,9 +92,8 @@ def test_build_upserts_first_chunks_with_float_values_and_metadata(
     assert state.bodies("/describe_index_stats")  # the build checks what the namespace holds
 
     manifest = json.loads((pc_settings.index_dir / "pinecone.json").read_text(encoding="utf-8"))
-    assert manifest["namespace"] == "laws" and sorted(manifest["vectors"]) == sorted(
-        v["id"] for v in upsert["vectors"]
-    )
+    assert (manifest["namespace"], manifest["model_id"]) == ("laws", fake.model_id)
+    assert sorted(record_manager(pc_settings).list_keys()) == sorted(v["id"] for v in upsert["vectors"])
 
 
 def test_search_returns_documents_with_metadata_and_sends_filters(
@@ -128,16 +130,26 @@ def test_rebuild_upserts_only_changes_and_deletes_removed(
     assert (again.upserted, again.embedded, again.unchanged) == (0, 0, True)
     assert len(state.bodies("/vectors/upsert")) == 1
 
+    old_ids = {v["metadata"]["chunk_id"]: v["id"] for v in state.bodies("/vectors/upsert")[0]["vectors"]}
+
     changed = [c for c in corpus() if c.article != "192"]
     changed[2] = dataclasses.replace(changed[2], text=changed[2].text + " Грабеж с насилием.")
     fake = KeywordEmbeddings(WORDS)
     report = build_index(pc_settings, chunks=changed, embeddings=fake, progress=False)
-    assert (report.upserted, report.embedded, report.deleted) == (1, 1, 1)
-    assert [v["id"] for v in state.bodies("/vectors/upsert")[-1]["vectors"]] == [f"{UK}:ru:191:0"]
-    assert state.bodies("/vectors/delete") == [{"ids": [f"{UK}:ru:192:0"], "namespace": "laws"}]
-    assert sorted(state.namespaces["laws"]) == sorted(
+    # the changed chunk alone is embedded and upserted; its old vector and the removed chunk's are deleted
+    assert (report.upserted, report.embedded, report.deleted) == (1, 1, 2)
+    assert fake.embedded == [embedding_text(changed[2], pc_settings)]
+    [upsert] = state.bodies("/vectors/upsert")[1:]
+    assert [v["metadata"]["chunk_id"] for v in upsert["vectors"]] == [f"{UK}:ru:191:0"]
+    [delete] = state.bodies("/vectors/delete")
+    assert delete["namespace"] == "laws"
+    assert sorted(delete["ids"]) == sorted([old_ids[f"{UK}:ru:191:0"], old_ids[f"{UK}:ru:192:0"]])
+    assert sorted(v[1]["chunk_id"] for v in state.namespaces["laws"].values()) == sorted(
         c.chunk_id for c in changed if c.chunk_id.endswith(":0")
     )
+    assert sorted(state.namespaces["laws"]) == sorted(record_manager(pc_settings).list_keys())
+    assert build_index(pc_settings, chunks=changed, embeddings=fake, progress=False).unchanged
+    assert len(state.bodies("/vectors/upsert")) == 2 and len(state.bodies("/vectors/delete")) == 1
 
 
 def test_emptied_namespace_is_filled_again(pc_settings: Settings, server: tuple[str, PineconeState]) -> None:
