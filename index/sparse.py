@@ -30,6 +30,7 @@ from config import Settings
 from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
+from index.progress import track
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +129,6 @@ def build_sparse(
     settings: Settings, selected: Sequence[Chunk], texts: Sequence[str], *, progress: bool = True
 ) -> SparseReport:
     """Encode what the cache lacks and write the matrix; nothing when the one on disk matches."""
-    from tqdm import tqdm
-
     start = time.perf_counter()
     folder = settings.index_dir / "sparse"
     terms = LatentTerms()
@@ -143,8 +142,8 @@ def build_sparse(
         todo = [i for i, k in enumerate(keys) if k not in found]
         batch: list[tuple[str, np.ndarray]] = []
         encoded = terms.encode_many([texts[i] for i in todo])
-        for i, (idx, val) in tqdm(zip(todo, encoded, strict=True), total=len(todo), desc="Latent terms",
-                                  unit="chunk", disable=not progress or not todo):
+        pairs = zip(todo, encoded, strict=True)
+        for i, (idx, val) in track(pairs, total=len(todo), description="Latent terms", show=progress):
             found[keys[i]] = packed = np.concatenate([idx.astype(np.float32), val])
             batch.append((keys[i], packed))
             if len(batch) == 64:  # committed as it goes: an interrupted build resumes from here
