@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 
 from rich.console import Console
@@ -89,11 +89,11 @@ def _refresh_parser(sub: argparse._SubParsersAction) -> None:
         (("--data-dir",), {"type": Path, "metavar": "DIR", "help": "the data dir to refresh (default: DATA_DIR)"}),
         (("--docs",), {"nargs": "+", "metavar": "ID", "help": "only these adilet ids"}),
         (("--lang",), {"nargs": "+", "choices": ["ru", "kk"], "help": "languages (default: INGEST_LANGUAGES)"}),
-        (("--json",), {"action": "store_true", "help": "print the report as JSON (for scripts)"}),
         (("--no-progress",), {"action": "store_true", "help": "no progress bars"}),
         (("-v", "--verbose"), {"action": "store_true", "help": "log every step"}),
     ):
         refresh.add_argument(*flags, default=argparse.SUPPRESS, **kw)
+    refresh.add_argument("--json", action="store_true", help="print the report as JSON (for scripts)")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -136,10 +136,8 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _index(settings: Settings) -> int:
-    try:
-        from index.build import build_index
-    except ImportError as err:
-        raise UserError(f"The index builder is not available in this checkout ({err}).") from err
+    from index.build import build_index
+
     if not settings.index_dir.exists():
         _console.print(
             f"Building the search index in {settings.index_dir} from {settings.corpus_dir} with "
@@ -152,17 +150,13 @@ def _index(settings: Settings) -> int:
         from index.publish import publish
 
         publish(settings, "index")  # a loaded chain over this data dir (the bot) swaps to the new index
-    out = Console()
-    if is_dataclass(report):
-        table = Table(title="Index")
-        table.add_column("")
-        table.add_column("", justify="right")
-        for f in fields(report):
-            value = getattr(report, f.name)
-            table.add_row(f.name, f"{value:.1f}" if isinstance(value, float) else str(value))
-        out.print(table)
-    else:
-        out.print(report)
+    table = Table(title="Index")
+    table.add_column("")
+    table.add_column("", justify="right")
+    for f in fields(report):
+        value = getattr(report, f.name)
+        table.add_row(f.name, f"{value:.1f}" if isinstance(value, float) else str(value))
+    Console().print(table)
     return 0
 
 
@@ -172,7 +166,7 @@ def _refresh(args: argparse.Namespace, settings: Settings) -> int:
 
     from ingest_adilet.refresh import RefreshFailed, refresh, report_tables
 
-    as_json = getattr(args, "json", False)
+    as_json = args.json
     try:
         report = refresh(settings, source_dir=args.from_dir, doc_ids=args.docs, langs=args.lang,
                          progress=not as_json and not args.no_progress)
