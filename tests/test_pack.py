@@ -14,7 +14,7 @@ import pytest
 
 from config import Settings
 from corpus.errors import DataDamaged, IndexNotReady
-from index.publish import published
+from index.publish import LOCK_FILE, published
 from ingest_adilet.cli import main as ingest_main
 from ingest_adilet.pack import MANIFEST_NAME, PackError, pack, read_manifest, unpack
 from tests.support.index import KeywordEmbeddings
@@ -54,11 +54,12 @@ def packed(source: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def tree(folder: Path) -> dict[str, str]:
-    """sha256 of every file under `folder`, by relative path (leftover temporary folders show up too)."""
+    """sha256 of every file under `folder`, by relative path (leftover temporary folders show up too), but the
+    write lock's file, which names its last holder."""
     return {
         str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(folder.rglob("*"))
-        if p.is_file()
+        if p.is_file() and p.name != LOCK_FILE
     }
 
 
@@ -93,7 +94,7 @@ def test_pack_then_unpack_gives_the_same_files_and_rankings(source: Settings, pa
     report = unpack(office, packed)
     assert (report.documents, report.chunks, report.vectors, report.latent_rows) == (2, 42, 20, 20)
     source_files = {k: v for k, v in tree(source.data_dir).items() if k.startswith(("corpus/", "index/"))}
-    installed = {k: v for k, v in tree(office.data_dir).items() if k not in ("published.json", ".refresh.lock")}
+    installed = {k: v for k, v in tree(office.data_dir).items() if k != "published.json"}
     assert installed == source_files  # and nothing else: no staging folder left
     assert published(office).by == "unpack"
     expected = rankings(source)
@@ -222,12 +223,13 @@ def test_a_member_outside_the_data_dir_is_refused(
 
 
 def test_unpack_is_refused_while_a_refresh_holds_the_data_dir(packed: Path, installed: Settings) -> None:
-    from ingest_adilet.refresh import _locked
+    from index.publish import DataDirBusy, writing
 
-    before = tree(installed.data_dir)
-    with _locked(installed.data_dir), pytest.raises(PackError, match="a refresh or another unpack .* is running"):
-        unpack(installed, packed)
-    assert tree(installed.data_dir) == before
+    with writing(installed.data_dir, "refresh"):
+        before = tree(installed.data_dir)
+        with pytest.raises(DataDirBusy, match="being written by refresh"):
+            unpack(installed, packed)
+        assert tree(installed.data_dir) == before
 
 
 def test_a_file_that_is_not_a_pack_is_refused(installed: Settings, tmp_path: Path) -> None:
