@@ -1,0 +1,203 @@
+"""The packaged synonym map (everyday phrases in Russian and Kazakh → the articles a lawyer would cite) and the
+crime vocabulary, matched in a question by stems in any word order."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from config import CRIMINAL_CODE_ID
+from corpus.legal import Mention
+from corpus.records import Lang
+from retrieval.analyzer import analyze, has_kazakh_letters
+
+logger = logging.getLogger(__name__)
+
+# --- synonyms file (outside data: validated) ---------------------------------------------------
+
+
+PackagedT = TypeVar("PackagedT", bound=BaseModel)
+
+
+class SynonymRef(BaseModel):
+    """An article a synonym entry points to; title is the corpus heading, checked by the tests."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    doc_id: str
+    article: str
+    title: str = ""
+
+
+class SynonymEntry(BaseModel):
+    """Everyday phrases (ru/kk) and the articles a lawyer would cite for them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    topic: str
+    phrases_ru: list[str] = []
+    phrases_kk: list[str] = []
+    refs: list[SynonymRef]
+    criminal: bool = False
+
+
+class SynonymMap(BaseModel):
+    """retrieval/data/synonyms.json."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    entries: list[SynonymEntry]
+
+
+def load_packaged(name: str, model: type[PackagedT]) -> PackagedT:
+    """A JSON file of retrieval/data, validated by its model."""
+    text = resources.files("retrieval").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return model.model_validate(json.loads(text))
+
+
+@cache
+def load_synonyms() -> SynonymMap:
+    """The packaged synonym map."""
+    return load_packaged("synonyms.json", SynonymMap)
+
+
+@dataclass(frozen=True)
+class _Phrase:
+    stems: tuple[str, ...]
+    entry: int
+    lang: Lang
+    kazakh_only: bool  # has a Kazakh letter, so it can be matched in any question
+
+
+@cache
+def _phrases() -> tuple[_Phrase, ...]:
+    out = []
+    for i, entry in enumerate(load_synonyms().entries):
+        for lang, phrases in (("ru", entry.phrases_ru), ("kk", entry.phrases_kk)):
+            for phrase in phrases:
+                stems = tuple(analyze(phrase, lang))
+                if stems:
+                    out.append(_Phrase(stems, i, lang, has_kazakh_letters(phrase)))
+    return tuple(out)
+
+
+# --- crime vocabulary beyond the synonym entries flagged criminal ------------------------------
+
+_CRIME_RU = """
+преступление преступлением преступник уголовный уголовная уголовное уголовную уголовной уголовного уголовка
+лишение свободы лишения свободы посадят посадить сяду сесть в тюрьму тюрьма тюрьмы колония судимость
+подозреваемый обвиняемый потерпевший приговор
+"""
+_CRIME_KK = """
+қылмыс қылмыстық қылмыскер түрме түрмеге бас бостандығынан айыру сотталған сотталу күдікті айыпталушы
+жәбірленуші үкім
+"""
+# Words that ask about a sanction: criminal unless the question is administrative or clearly of another field.
+_WEAK_RU = "наказание наказать накажут грозит"
+_WEAK_KK = "жаза жазасы жазаланады"
+_ADMIN_RU = "административный административная административное административного административную штраф коап"
+_ADMIN_KK = "әкімшілік айыппұл"
+
+
+@cache
+def _stem_sets() -> dict[str, frozenset[str]]:
+    def stems(words: str, lang: Lang) -> frozenset[str]:
+        return frozenset(analyze(words, lang))
+
+    return {
+        "crime": stems(_CRIME_RU, "ru") | stems(_CRIME_KK, "kk"),
+        "weak": stems(_WEAK_RU, "ru") | stems(_WEAK_KK, "kk"),
+        "admin": stems(_ADMIN_RU, "ru") | stems(_ADMIN_KK, "kk"),
+    }
+
+
+# --- synonyms and crime ---------------------------------------------------------------------------
+
+
+def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], int]]:
+    """(entry, matched token positions, first position) for every phrase found, in any word order."""
+    streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
+    where = {name: _stem_positions(stream) for name, stream in streams.items()}
+    starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
+    hits: list[tuple[int, frozenset[int], int]] = []
+    for phrase in _phrases():
+        if phrase.lang == "kk" and lang != "kk" and not phrase.kazakh_only:
+            continue
+        stream = streams[phrase.lang]
+        loose = phrase.lang == "kk"
+        index = starts[phrase.lang] if loose else where[phrase.lang]
+        span = _phrase_span(stream, phrase.stems, loose=loose, where=index)
+        if span is not None:
+            hits.append((phrase.entry, span, min(span)))
+    # A phrase inside a longer phrase of another entry ("украли" in "украли невесту") gives way to it.
+    kept = [h for h in hits if not any(o[0] != h[0] and h[1] < o[1] for o in hits)]
+    return kept
+
+
+def _same_stem(a: str, b: str) -> bool:
+    """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
+    from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer."""
+    if a == b:
+        return True
+    if a[:4] != b[:4]:  # most pairs part here, cheaply
+        return False
+    short, long = sorted((a, b), key=len)
+    return len(short) >= 4 and len(long) - len(short) <= 4 and long.startswith(short)
+
+
+def _stem_positions(stream: list[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for i, stem in enumerate(stream):
+        out.setdefault(stem, []).append(i)
+    return out
+
+
+def _phrase_span(
+    stream: list[str],
+    stems: tuple[str, ...],
+    *,
+    loose: bool = False,
+    where: dict[str, list[int]] | None = None,
+) -> frozenset[int] | None:
+    """Positions of the phrase's stems within a window a little longer than the phrase, in any order;
+    `loose` lets Kazakh stems match across an ending the stemmer left or took (see _same_stem). `where`
+    saves scanning the stream per stem: stem → its positions, or with `loose` a stem's first four letters →
+    positions (stems that match loosely share them)."""
+    if where is not None:
+        if loose:
+            positions = [[i for i in where.get(stem[:4], []) if _same_stem(stream[i], stem)] for stem in stems]
+        else:
+            positions = [where.get(stem, []) for stem in stems]
+    else:
+        same = _same_stem if loose else str.__eq__
+        positions = [[i for i, s in enumerate(stream) if same(s, stem)] for stem in stems]
+    if not all(positions):
+        return None
+    window = len(stems) + 3
+    for first in positions[0]:
+        chosen = {first}
+        for options in positions[1:]:
+            near = [p for p in options if abs(p - first) < window and p not in chosen]
+            if not near:
+                break
+            chosen.add(min(near, key=lambda p: abs(p - first)))
+        else:
+            if max(chosen) - min(chosen) < window:
+                return frozenset(chosen)
+    return None
+
+
+def criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: Iterable[Mention]) -> bool:
+    sets = _stem_sets()
+    stems = set(analyze(question, "ru")) | set(analyze(question, "kk"))
+    if stems & sets["crime"] or any(e.criminal for e in entries):
+        return True
+    if any(CRIMINAL_CODE_ID in m.doc_ids for m in mentions):
+        return True
+    other_field = any(not e.criminal for e in entries)
+    other_field = other_field or any(CRIMINAL_CODE_ID not in m.doc_ids for m in mentions)
+    return bool(stems & sets["weak"]) and not stems & sets["admin"] and not other_field
