@@ -12,12 +12,11 @@ from config import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.legal import ArticleRef, read_references
 from corpus.records import Lang
 from retrieval.analyzer import detect_lang, has_kazakh_letters
-from retrieval.synonyms import SynonymRef, criminal_vocabulary, load_packaged, load_synonyms, match_phrases
+from retrieval.synonyms import criminal_vocabulary, load_synonyms, match_phrases
 
 logger = logging.getLogger(__name__)
 
-# SynonymRef, load_packaged and load_synonyms are read from here by older call sites (retrieval/remedies.py).
-__all__ = ["ArticleRef", "QueryInfo", "SynonymRef", "analyze_query", "augment", "load_packaged", "load_synonyms"]
+__all__ = ["ArticleRef", "QueryInfo", "analyze_query", "augment"]
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from pydantic import BaseModel, ConfigDict
 
 from retrieval.articles import ArticleChunks, key_of
-from retrieval.query import QueryInfo, SynonymRef, analyze_query, load_packaged
+from retrieval.query import QueryInfo, analyze_query
 from retrieval.ranking import from_corpus, ranked_copy, score_of
 from retrieval.records import as_query
+from retrieval.synonyms import SynonymRef, load_packaged
 
 FOUND_WINDOW = 10  # the best found articles a route's branch is judged on
 

@@ -10,7 +10,8 @@ from config import CRIMINAL_CODE_ID
 from corpus.legal import CIVIL_GENERAL_ID, CIVIL_GENERAL_LAST_ARTICLE, CIVIL_SPECIAL_ID
 from ingest_adilet.text_parser import parse_text
 from retrieval.analyzer import analyze
-from retrieval.query import ArticleRef, analyze_query, load_synonyms
+from retrieval.query import ArticleRef, analyze_query
+from retrieval.synonyms import load_synonyms
 from tests.support.retrieval import corpus_titles
 
 UK = CRIMINAL_CODE_ID
