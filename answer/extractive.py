@@ -14,7 +14,7 @@ from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import load_phrases
 from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID, Settings
-from corpus.lang import lang_of
+from corpus.records import Lang
 from retrieval.analyzer import analyze
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def extractive_answer(
     question: str,
     sources: Sequence[Source],
     *,
-    lang: str,
+    lang: Lang,
     is_criminal: bool,
     settings: Settings,
     is_range: bool = False,
@@ -149,7 +149,7 @@ def extractive_answer(
     head = [note] if note else []
     if not sources:
         return Extract("\n\n".join([*head, phrases.no_sources, phrases.disclaimer]), ())
-    question_terms = analyze(question, lang_of(lang))
+    question_terms = analyze(question, lang)
     substance = [s for s in sources if not s.remedy] or list(sources)
     quoted = _relevant(substance, question_terms, is_range=is_range, is_criminal=is_criminal)
     blocks: list[str] = []
@@ -172,7 +172,7 @@ def extractive_answer(
     )
 
 
-def abstention(verdict: Verdict, *, lang: str, settings: Settings) -> str:
+def abstention(verdict: Verdict, *, lang: Lang, settings: Settings) -> str:
     """The short reply when nothing answers (retrieval's verdict): the article that does not exist, with the
     nearest existing ones only as "possibly" (named and linked, never quoted); the codes known when the
     question names an unknown one; «what would you like to know» when it has no legal content."""

@@ -16,7 +16,7 @@ from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model
 from answer.records import Answer
-from answer.templates import Phrases, load_phrases, load_template, select_template
+from answer.templates import Phrases, TemplateName, load_phrases, load_template, select_template
 from config import Settings
 from corpus.records import Lang
 
@@ -33,7 +33,7 @@ def _with_disclaimer(text: str, phrases: Phrases) -> str:
     return f"{strip_disclaimer(text, phrases.disclaimer).strip()}\n\n{phrases.disclaimer}"
 
 
-def answer_chain(settings: Settings, template: str, lang: Lang, chat_model: Runnable) -> Runnable:
+def answer_chain(settings: Settings, template: TemplateName, lang: Lang, chat_model: Runnable) -> Runnable:
     """prompt | model | {text, backend}: the model's reply as text, and the backend that gave it."""
     prompt = load_template(settings, template, lang)
     return prompt | chat_model | RunnableParallel(text=StrOutputParser(), backend=RunnableLambda(backend_of))
@@ -55,7 +55,7 @@ def answer_question(
     question: str,
     docs: Sequence[Document],
     *,
-    lang: str,
+    lang: Lang,
     is_criminal: bool,
     is_range: bool,
     settings: Settings,
