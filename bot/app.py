@@ -28,6 +28,7 @@ from bot import handlers, keyboards
 from bot.feedback import DAY, FeedbackStore, private_dir
 from bot.persistence import SQLitePersistence
 from bot.ratelimit import SlidingWindowLimiter
+from bot.services import QA, BotServices, Lookup
 from bot.texts import COMMANDS
 from config import Settings
 from corpus.errors import UserError
@@ -90,13 +91,13 @@ def webhook_kwargs(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _default_qa() -> handlers.QA:
+def _default_qa() -> QA:
     import rag_chain  # imported late: it loads the retrieval stack, which tests of the bot do not need
 
     return rag_chain.invoke_qa
 
 
-def _default_lookup() -> handlers.Lookup:
+def _default_lookup() -> Lookup:
     import rag_chain
 
     return rag_chain.lookup_article
@@ -111,7 +112,7 @@ async def _post_init(app: Application) -> None:
         app.bot_data["retention"] = asyncio.create_task(_retention_daily(app))
 
 
-async def _warm_up(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
+async def _warm_up(svc: BotServices, bot_data: dict[str, Any]) -> None:
     """Load the chain before the first question arrives; when it runs the real chain and its search index is
     missing or stale, start building the index in the background (BACKGROUND_INDEX_BUILD).
 
@@ -132,7 +133,7 @@ async def _warm_up(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
             await _complete_index(svc, bot_data)
 
 
-async def _complete_index(svc: handlers.BotServices, bot_data: dict[str, Any]) -> None:
+async def _complete_index(svc: BotServices, bot_data: dict[str, Any]) -> None:
     """Keep the search index complete in a background thread (BACKGROUND_INDEX_BUILD): whenever the loaded chain
     lacks its vectors or latent terms — at start, or after a new corpus was published — build them while the
     lexical searches answer; the build publishes itself and the chain swaps to it (rag_chain.get_chain)."""
@@ -189,7 +190,7 @@ def _build_index(settings: Settings, pending: IndexPending) -> None:
 
 async def _retention_daily(app: Application) -> None:
     """Apply TELEGRAM_RETENTION_DAYS every RETENTION_EVERY seconds while the bot runs (the first pass is at start)."""
-    svc: handlers.BotServices = app.bot_data["services"]
+    svc: BotServices = app.bot_data["services"]
     while True:
         await asyncio.sleep(RETENTION_EVERY)
         try:
@@ -213,8 +214,8 @@ async def _shutdown(app: Application) -> None:
 def build_application(
     settings: Settings,
     *,
-    qa: handlers.QA | None = None,
-    lookup: handlers.Lookup | None = None,
+    qa: QA | None = None,
+    lookup: Lookup | None = None,
     qa_workers: int = QA_WORKERS,
 ) -> Application:
     """The bot, wired to the chain and ready to run by polling or webhook.
@@ -256,7 +257,7 @@ def build_application(
     )
     # Only the real chain (not a stand-in given by a test or an embedding script) has an index to complete.
     app.bot_data["real_chain"] = qa is None and lookup is None
-    app.bot_data["services"] = handlers.BotServices(
+    app.bot_data["services"] = BotServices(
         settings=settings,
         qa=qa or _default_qa(),
         lookup=lookup or _default_lookup(),
