@@ -82,7 +82,7 @@ class Sample:
         return np.asarray([k in self.question.relevant_keys for k in self.pool.keys], dtype=np.int32)
 
     def ranking(self, scores: np.ndarray) -> list[Key]:
-        """The pipeline's ranking with a model giving these scores (named articles first, as ExplicitFirst orders it)."""
+        """The pipeline's ranking with a model giving these scores (named first, as ExplicitFirst orders it)."""
         found = [self.pool.keys[j] for j in sorted(range(len(self.pool.keys)), key=lambda j: -scores[j])]
         lifted = [k for k in found if k[1] in self.numbers and k not in self.named]
         return list(dict.fromkeys([*self.named, *lifted, *found]))
