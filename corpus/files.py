@@ -121,6 +121,30 @@ def atomic_write(path: Path, content: Content, *, mode: int = 0o644) -> FileDige
     return staged.digest
 
 
+def swap_folders(data_dir: Path, new: Path, aside: Path, names: Iterable[str]) -> None:
+    """Move each folder `new/NAME` to `data_dir/NAME`, the current one to `aside/NAME` first (all on one file
+    system); if a move fails, put back what was moved, so `data_dir` keeps a whole set (the new folders go back to
+    `new`). The renames are made durable."""
+    aside.mkdir(parents=True, exist_ok=True)
+    done: list[str] = []
+    try:
+        for name in names:
+            if not (new / name).exists():
+                continue
+            if (data_dir / name).exists():
+                os.replace(data_dir / name, aside / name)
+            done.append(name)
+            os.replace(new / name, data_dir / name)
+    except BaseException:
+        for name in reversed(done):
+            if (aside / name).exists():
+                if (data_dir / name).exists():
+                    os.replace(data_dir / name, new / name)
+                os.replace(aside / name, data_dir / name)
+        raise
+    _fsync_dir(data_dir)
+
+
 def _fsync_dir(folder: Path) -> None:
     fd = os.open(folder, os.O_RDONLY)
     try:

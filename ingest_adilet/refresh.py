@@ -31,6 +31,7 @@ from rich.table import Table
 
 from config import Settings
 from corpus.errors import DataDamaged, UserError
+from corpus.files import swap_folders
 from corpus.records import Article, Lang, content_hash
 from corpus.store import ARTICLES_FILE, Manifest, load_articles, read_manifest
 from ingest_adilet.pipeline import IngestReport, ingest
@@ -141,7 +142,7 @@ def refresh(
             generation = None
             if reparsed or not built.unchanged:
                 try:
-                    _install(stage, data_dir)
+                    swap_folders(data_dir, stage, stage / _PREVIOUS, _MOVED)
                 except OSError as err:
                     raise RefreshFailed(f"the new build could not be moved into {data_dir} ({err}); {_KEPT}") from err
                 generation = publish(settings, "refresh").generation
@@ -201,34 +202,6 @@ def _stage(settings: Settings, stage: Path) -> Settings:
     cache.mkdir(parents=True, exist_ok=True)
     (stage / "cache").symlink_to(cache, target_is_directory=True)
     return settings.model_copy(update={"data_dir": stage})
-
-
-def _install(stage: Path, data_dir: Path) -> None:
-    """Move the staged corpus and index in, the previous ones into the stage (deleted with it); on a failed move
-    put back what was moved, so the data dir keeps a whole build."""
-    previous = stage / _PREVIOUS
-    previous.mkdir()
-    done: list[str] = []
-    try:
-        for name in _MOVED:
-            if not (stage / name).exists():
-                continue
-            if (data_dir / name).exists():
-                os.replace(data_dir / name, previous / name)
-            done.append(name)
-            os.replace(stage / name, data_dir / name)
-    except BaseException:
-        for name in reversed(done):
-            if (previous / name).exists():
-                if (data_dir / name).exists():
-                    os.replace(data_dir / name, stage / name)
-                os.replace(previous / name, data_dir / name)
-        raise
-    fd = os.open(data_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # --- what changed --------------------------------------------------------------------------------------------
