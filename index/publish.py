@@ -11,19 +11,24 @@ Every writer of the corpus and index (ingest, index, refresh, unpack, the bot's 
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config import Settings
 from corpus.errors import UserError
 from corpus.files import atomic_write
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 FILE_NAME = "published.json"
 LOCK_FILE = ".write.lock"
@@ -88,3 +93,19 @@ def writing(data_dir: Path, what: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def writes_data_dir(
+    what: str,
+) -> Callable[[Callable[Concatenate[Settings, P], R]], Callable[Concatenate[Settings, P], R]]:
+    """Decorate a function taking the settings first so that it runs holding `writing(settings.data_dir, what)`."""
+
+    def decorate(fn: Callable[Concatenate[Settings, P], R]) -> Callable[Concatenate[Settings, P], R]:
+        @functools.wraps(fn)
+        def held(settings: Settings, *args: P.args, **kwargs: P.kwargs) -> R:
+            with writing(Path(settings.data_dir), what):
+                return fn(settings, *args, **kwargs)
+
+        return held
+
+    return decorate

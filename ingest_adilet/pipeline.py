@@ -23,6 +23,7 @@ from corpus.chunking import chunk_article
 from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
 from corpus.records import Article, Chunk, Lang, content_hash
 from corpus.store import DocumentEntry, DocumentRecords, Manifest, check_corpus, write_corpus
+from index.publish import writes_data_dir
 from ingest_adilet.editions import amended_through
 from ingest_adilet.text_parser import parse_text
 
@@ -164,6 +165,7 @@ def select_sources(doc_ids: Sequence[str] | None) -> list[AdiletSource]:
     return [known[d] for d in dict.fromkeys(doc_ids)]
 
 
+@writes_data_dir("ingest")
 def ingest(
     settings: Settings,
     *,
