@@ -2,7 +2,6 @@
 named. Every stage and face uses this package; its modules: `names` (registry names, headings, citations, URLs),
 `refs` (a question's references, /article arguments), `cited` (an answer's citations).
 
-
 - Names: every alias and short name of the registry (`config.ADILET_SOURCES`, which stays data there), matched by
   stems («гражданского кодекса», «ҚК-нің»); an abbreviation that also means other things (УК = управляющая
   компания) names a code only next to a reference or after «статья»/«кодекс».
@@ -14,6 +13,8 @@ named. Every stage and face uses this package; its modules: `names` (registry na
 - Naming an article: `heading` «УК РК. Статья 188. Кража» (a chunk's first line, /article), `citation` «УК РК,
   Статья 188. Кража» (an answer's sources), `code_name` and `source_url`.
 """
+
+from __future__ import annotations
 
 from corpus.legal.cited import CitedRef, cited_refs
 from corpus.legal.names import (
