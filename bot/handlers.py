@@ -17,10 +17,13 @@ from telegram.ext import ContextTypes
 from bot import keyboards
 from bot.format import escape, format_about, format_answer, format_article, split_html
 from bot.services import (
+    message_of,
+    query_of,
     reply,
     reply_parts,
     run_blocking,
     services,
+    set_user_lang,
     shorten,
     typing,
     user_lang,
@@ -38,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Greet the user and say what the bot does."""
-    await reply(update.effective_message, t("start", user_lang(update, context)))
+    await reply(message_of(update), t("start", user_lang(update, context)))
 
 
 async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -47,7 +50,7 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     settings = services(context).settings
     per_minute = settings.telegram_rate_limit_per_minute
     note = t("rate_note", lang, per_minute=per_minute) if per_minute > 0 else ""
-    await reply(update.effective_message, help_text(settings, lang, note))
+    await reply(message_of(update), help_text(settings, lang, note))
 
 
 def help_text(settings: Settings, lang: Lang, rate_note: str) -> str:
@@ -63,26 +66,27 @@ def help_text(settings: Settings, lang: Lang, rate_note: str) -> str:
 
 async def new_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Start a new conversation: the next question is understood on its own."""
-    message = update.effective_message
+    message = message_of(update)
     await asyncio.to_thread(services(context).store.new_conversation, message.chat_id)
     await reply(message, t("new_conversation", user_lang(update, context)))
 
 
 async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Switch the interface language: /lang kk, /lang ru, or buttons when no argument is given."""
+    message = message_of(update)
     chosen = parse_lang(context.args[0]) if context.args else None
     if chosen is None:
-        await reply(update.effective_message, t("lang_choose", user_lang(update, context)), keyboards.lang_keyboard())
+        await reply(message, t("lang_choose", user_lang(update, context)), keyboards.lang_keyboard())
         return
-    context.user_data["lang"] = chosen
-    await reply(update.effective_message, t("lang_set", chosen))
+    set_user_lang(update, context, chosen)
+    await reply(message, t("lang_set", chosen))
 
 
 async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Store the language picked with a button and confirm in it."""
-    query = update.callback_query
-    chosen: Lang = "kk" if query.data.endswith("kk") else "ru"
-    context.user_data["lang"] = chosen
+    query = query_of(update)
+    chosen: Lang = "kk" if (query.data or "").endswith("kk") else "ru"
+    set_user_lang(update, context, chosen)
     if not (isinstance(query.message, Message) and query.message.is_accessible):
         # The buttons' message cannot be edited (deleted, too old: date 0) or was not sent: confirm in the popup.
         await query.answer(t("lang_set", chosen))
@@ -94,7 +98,7 @@ async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Show an article verbatim: /article УК 188."""
-    message = update.effective_message
+    message = message_of(update)
     lang = user_lang(update, context)
     parsed = split_article_args([clean_text(a) for a in context.args or []])
     if parsed is None:
@@ -115,7 +119,7 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 
 async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Answer a question with invoke_qa(), list its sources, and offer article and rating buttons."""
-    message = update.effective_message
+    message = message_of(update)
     lang = user_lang(update, context)
     # Cleaned at the edge: a stray surrogate would break the chain's encoders and the stored record.
     question = clean_text(message.text or "").strip()
@@ -206,9 +210,12 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Store a 👍/👎 for the answer whose id the button carries, and tick the chosen button."""
-    query = update.callback_query
-    lang = user_lang(update, context)
+    query = query_of(update)
     match = keyboards.RATE_PATTERN.match(query.data or "")
+    if match is None:  # not reached: the handler is registered with this pattern
+        await stale_button(update, context)
+        return
+    lang = user_lang(update, context)
     question_id, up = int(match.group(1)), match.group(2) == "up"
     outcome = await asyncio.to_thread(
         services(context).store.rate, question_id, query.from_user.id, 1 if up else -1
@@ -231,11 +238,12 @@ async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
 
 async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Admins only: questions, ratings and answer latency."""
+    message = message_of(update)
     svc = services(context)
     lang = user_lang(update, context)
     user = update.effective_user
     if user is None or user.id not in svc.settings.telegram_admin_ids:
-        await reply(update.effective_message, t("admins_only", lang))
+        await reply(message, t("admins_only", lang))
         return
     s = await asyncio.to_thread(svc.store.stats)
 
@@ -243,7 +251,7 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
         return "—" if v is None else f"{v:.2f}"
 
     await reply(
-        update.effective_message,
+        message,
         t(
             "stats",
             lang,
@@ -263,18 +271,19 @@ async def about_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     """What the answers rest on: documents, articles, chunks, their editions, the corpus date, the searches built."""
     from ingest_adilet.pack import summarize
 
+    message = message_of(update)
     settings = services(context).settings
     try:
         summary = await asyncio.to_thread(summarize, settings)
     except UserError as err:  # a damaged corpus: its message names the file and the command that rebuilds it
-        await reply(update.effective_message, escape(str(err)))
+        await reply(message, escape(str(err)))
         return
-    await reply(update.effective_message, format_about(summary, user_lang(update, context)))
+    await reply(message, format_about(summary, user_lang(update, context)))
 
 
 async def non_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Stickers, photos, voice, files and the rest: say that only text questions are understood."""
-    m = update.effective_message
+    m = message_of(update)
     if m.sticker:
         key = "sticker"
     elif m.photo:
@@ -290,7 +299,7 @@ async def non_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """List the commands that exist."""
-    await reply(update.effective_message, t("unknown_command", user_lang(update, context)))
+    await reply(message_of(update), t("unknown_command", user_lang(update, context)))
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -320,4 +329,4 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def stale_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """A button this version does not know (an old message): stop the spinner and say so."""
-    await update.callback_query.answer(t("rating_expired", user_lang(update, context)))
+    await query_of(update).answer(t("rating_expired", user_lang(update, context)))

@@ -1,6 +1,6 @@
 """What the bot's handlers share: the services in bot_data (the chain, the article lookup, the feedback store, the
-rate limiter, the executor), the user's language, running the blocking chain off the event loop, "typing…",
-and replies split to Telegram's message limit."""
+rate limiter, the executor), the update's message or button press, the user's language, running the blocking chain
+off the event loop, "typing…", and replies split to Telegram's message limit."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from telegram import InlineKeyboardMarkup, Message, Update
+from telegram import CallbackQuery, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import ContextTypes
@@ -64,6 +64,27 @@ class BotServices:
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
     return context.bot_data["services"]
+
+
+def message_of(update: Update) -> Message:
+    """The update's message, for handlers registered for messages and commands (PTB types it Optional)."""
+    if (message := update.effective_message) is None:
+        raise ValueError(f"update {update.update_id} carries no message")
+    return message
+
+
+def query_of(update: Update) -> CallbackQuery:
+    """The update's button press, for handlers registered for callback queries (PTB types it Optional)."""
+    if (query := update.callback_query) is None:
+        raise ValueError(f"update {update.update_id} carries no callback query")
+    return query
+
+
+def set_user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE, lang: Lang) -> None:
+    """Remember the language chosen with /lang or its buttons for this user."""
+    if context.user_data is None:  # no user to keep it for (e.g. a channel post)
+        raise ValueError(f"update {update.update_id} has no user to remember a language for")
+    context.user_data["lang"] = lang
 
 
 def user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Lang:
