@@ -212,9 +212,13 @@ class FollowupCondenser:
         chat_model: Groq/Ollama with fallbacks (answer.llm.build_chat_model), or None."""
         self.settings = settings
         self.rule = rule
-        by_rule = RunnableLambda(lambda x: self.rule(x["input"], x["chat_history"]), name="followup_rule")
-        no_history = RunnableLambda(lambda x: not x["chat_history"])
-        alone = RunnableLambda(lambda x: Understood(x["input"], False, "no history"))
+        by_rule: Runnable[dict[str, Any], Understood] = RunnableLambda(
+            lambda x: self.rule(x["input"], x["chat_history"]), name="followup_rule"
+        )
+        no_history: Runnable[dict[str, Any], bool] = RunnableLambda(lambda x: not x["chat_history"])
+        alone: Runnable[dict[str, Any], Understood] = RunnableLambda(
+            lambda x: Understood(x["input"], False, "no history")
+        )
         understand: Runnable = by_rule
         if chat_model is not None:
             understand = RunnableLambda(self._condense_input) | {

@@ -110,7 +110,7 @@ def answer_question(
             lap("llm")
         else:
             lap("llm")
-            verdict = check_grounding(
+            grounding = check_grounding(
                 reply["text"],
                 sources,
                 lang=lang,
@@ -119,19 +119,19 @@ def answer_question(
                 question=question,
             )
             lap("grounding")
-            if verdict.ok:
+            if grounding.ok:
                 timings["answer_ms"] = (time.perf_counter() - start) * 1000
                 return Answer(
                     text=_with_disclaimer(reply["text"], phrases),
-                    sources=tuple(s for s in sources if s.source_id in verdict.cited),
+                    sources=tuple(s for s in sources if s.source_id in grounding.cited),
                     template=template,
                     backend=reply["backend"],
                     grounded=True,
-                    notes=verdict.notes,
+                    notes=grounding.notes,
                     timings=timings,
                 )
-            logger.info("answer of %s failed grounding: %s", reply["backend"], "; ".join(verdict.notes))
-            notes += [f"{reply['backend']} answer failed grounding", *verdict.notes]
+            logger.info("answer of %s failed grounding: %s", reply["backend"], "; ".join(grounding.notes))
+            notes += [f"{reply['backend']} answer failed grounding", *grounding.notes]
             user_note = phrases.grounding_failed
 
     extract = extractive_answer(

@@ -74,15 +74,15 @@ def _stamped(model: BaseChatModel, name: str) -> Runnable:
 
 def build_chat_model(settings: Settings) -> Runnable | None:
     """Configured backends in `settings.llm_backends` order, each falling back to the next; None if none."""
-    models = [
-        _stamped(model, name)
+    built = [
+        (name, model)
         for name in dict.fromkeys(settings.llm_backends)
         if (model := _BUILDERS[name](settings)) is not None
     ]
-    if not models:
+    if not built:
         return None
-    logger.info("chat backends: %s", ", ".join(m.config.get("run_name", "?") for m in models))
-    first, *rest = models
+    logger.info("chat backends: %s", ", ".join(name for name, _ in built))
+    first, *rest = [_stamped(model, name) for name, model in built]
     return first.with_fallbacks(rest) if rest else first
 
 

@@ -189,6 +189,13 @@ def _params(*values: object) -> tuple[object, ...]:
     return tuple(clean_text(v) if isinstance(v, str) else v for v in values)
 
 
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just added (sqlite3 types lastrowid Optional: None before any insert)."""
+    if cur.lastrowid is None:
+        raise RuntimeError("the INSERT added no row")
+    return cur.lastrowid
+
+
 class FeedbackStore:
     """Questions, ratings and user state in one SQLite file; each call opens its own connection (any thread)."""
 
@@ -273,7 +280,7 @@ class FeedbackStore:
                     latency,
                 ),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def record_failure(
         self, question: str, error: BaseException, *, user_id: int | None, chat_id: int | None, latency: float
@@ -287,7 +294,7 @@ class FeedbackStore:
                     time.time(), user_id, chat_id, question, latency, f"{type(error).__name__}: {error}"[:1000]
                 ),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def rate(self, question_id: int, user_id: int, rating: int) -> RateOutcome:
         """Store (or change) the asker's rating of an answer, +1 or -1.

@@ -48,7 +48,8 @@ def split_html(text: str, limit: int = MAX_MESSAGE) -> list[str]:
     for i in range(len(atoms) - 1, -1, -1):
         to_para_end[i] = 0 if scores[i] == _PARAGRAPH else len(atoms[i]) + to_para_end[i + 1]
     parts: list[str] = []
-    start, carried = 0, []  # carried: opening tags to reopen at the start of the next part
+    start = 0
+    carried: list[tuple[str, str]] = []  # opening tags to reopen at the start of the next part
     while start < len(atoms):
         cut, stack = _find_cut(atoms, scores, to_para_end, start, carried, limit)
         body = "".join(atoms[start:cut]).rstrip()
