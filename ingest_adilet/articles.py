@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from corpus.records import Article, Lang
+from corpus.records import Article, Lang, Status
 from ingest_adilet.headings import clean
 
 # «Сноска. Статья 188 с изменениями …» (also «Сноска:», «Сноска ,»); Kazakh «Ескерту. 8-бапқа өзгеріс …».
@@ -97,7 +97,7 @@ def is_editor_note(paragraph: str) -> bool:
 
 def _note_header_only(paragraph: str) -> bool:
     m = EDITOR_NOTE.match(paragraph)
-    return bool(m) and not paragraph[m.end():].strip()
+    return m is not None and not paragraph[m.end():].strip()
 
 
 def split_notes(paras: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
@@ -172,7 +172,7 @@ def build_article(
     """One `Article` from its heading parts and raw body lines (see the module docstring), with its hash."""
     title = clean(title)
     law, footnotes, notes = split_notes(paragraphs(lines))
-    status = "in_force"
+    status: Status = "in_force"
     # A heading whose title is the repeal note: «Статья 95. (Статья 95 исключена - Законом РК от …)».
     if title and _REPEAL_ONLY.match(title.lstrip("(")) or title.startswith("(") and REPEAL.search(title):
         law.insert(0, title.strip("() ").strip())

@@ -405,7 +405,12 @@ def _paragraphs_of(line: _Line) -> list[_Para]:
     if line.has("note") and not line.has("text") and not line.has("editor"):
         return [_Para("footnote", line.text("note", "link"), anchors)]
     out = []
-    for kind, kinds in (("law", ("text", "link")), ("footnote", ("note",)), ("editor", ("editor",))):
+    by_kind: tuple[tuple[ParaKind, tuple[Kind, ...]], ...] = (
+        ("law", ("text", "link")),
+        ("footnote", ("note",)),
+        ("editor", ("editor",)),
+    )
+    for kind, kinds in by_kind:
         if text := line.text(*kinds):
             out.append(_Para(kind, text, anchors if kind == "law" else []))
     return out

@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Final, Literal
 
 from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -46,7 +46,7 @@ from index.sparse import latent_model_id, sparse_enabled
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "kz-law-data-pack"
+FORMAT: Final = "kz-law-data-pack"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "pack.json"
 CORPUS_FILES = ("corpus/manifest.json", "corpus/articles.jsonl", "corpus/chunks.jsonl")

@@ -22,7 +22,7 @@ from config import ADILET_SOURCES, PROJECT_DIR, AdiletSource, Settings
 from corpus.chunking import chunk_article
 from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
 from corpus.records import Article, Chunk, Lang, content_hash
-from corpus.store import DocumentEntry, DocumentRecords, Manifest, check_corpus, write_corpus
+from corpus.store import DocumentEntry, DocumentRecords, EditionBasis, Manifest, check_corpus, write_corpus
 from index.publish import writes_data_dir
 from ingest_adilet.editions import amended_through
 from ingest_adilet.text_parser import parse_text
@@ -127,7 +127,7 @@ def _records(
     articles, edition_date = inp.parse()
     # A saved page states its edition («по состоянию на»); a text snapshot gets the honest proxy, the latest
     # amending act its footnotes cite (ingest_adilet/editions.py), named as such.
-    basis = "as_of" if edition_date else None
+    basis: EditionBasis | None = "as_of" if edition_date else None
     if edition_date is None and (edition_date := amended_through(articles)) is not None:
         basis = "amended_through"
     if not articles:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -77,7 +77,8 @@ class _Phrase:
 def _phrases() -> tuple[_Phrase, ...]:
     out = []
     for i, entry in enumerate(load_synonyms().entries):
-        for lang, phrases in (("ru", entry.phrases_ru), ("kk", entry.phrases_kk)):
+        by_lang: tuple[tuple[Lang, Sequence[str]], ...] = (("ru", entry.phrases_ru), ("kk", entry.phrases_kk))
+        for lang, phrases in by_lang:
             for phrase in phrases:
                 stems = tuple(analyze(phrase, lang))
                 if stems:

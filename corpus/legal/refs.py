@@ -105,10 +105,10 @@ def _find_refs(norm: str, mentions: list[Mention]) -> list[RefMatch]:
         found.append(RefMatch(m.start(), m.end(), nums, rng))
     # "136 УК": a bare number right before a code name
     for mention in mentions:
-        m = re.search(rf"(?<![\w.,-])(?P<nums>{_NUM})\s*$", norm[: mention.start])
-        if m and not _PART_BEFORE.search(norm[: m.start()]) and int(m.group("nums").split("-")[0]) < 2000:
-            nums, rng = expand_numbers(m.group("nums"))
-            found.append(RefMatch(m.start(), m.end(), nums, rng))
+        bare = re.search(rf"(?<![\w.,-])(?P<nums>{_NUM})\s*$", norm[: mention.start])
+        if bare and not _PART_BEFORE.search(norm[: bare.start()]) and int(bare.group("nums").split("-")[0]) < 2000:
+            nums, rng = expand_numbers(bare.group("nums"))
+            found.append(RefMatch(bare.start(), bare.end(), nums, rng))
     found.sort(key=lambda r: (r.start, -r.end))
     out: list[RefMatch] = []
     for ref in found:
