@@ -24,7 +24,7 @@ from functools import lru_cache, partial
 
 import numpy as np
 from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
-from langchain_core.documents import Document
+from langchain_core.documents import BaseDocumentTransformer, Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
@@ -125,7 +125,7 @@ class Retrieval:
         self.candidate_search = _compressed(self.first_stage, [DemoteRepealed()] if s.demote_repealed else [])
         learned = [LearnedRerank(ranker=self.learned, pool=partial(candidate_pool, self))] if self.learned else []
         self.search = _compressed(self.candidate_search, learned)
-        ranking: list[BaseDocumentCompressor] = []
+        ranking: list[BaseDocumentTransformer | BaseDocumentCompressor] = []
         if self.reranker is not None:
             ranking.append(HeadRerank(reranker=self.reranker))
         if stages.explicit:
@@ -294,9 +294,10 @@ class Retrieval:
         return verdicts.relevance(info, self.parts, self.settings, chunk_scores, dense=dense)
 
 
-def _compressed(base: BaseRetriever, compressors: list[BaseDocumentCompressor]) -> BaseRetriever:
+def _compressed(base: BaseRetriever, compressors: Sequence[BaseDocumentCompressor]) -> BaseRetriever:
     """`base` followed by the compressors (itself when there are none)."""
     if not compressors:
         return base
-    pipeline = DocumentCompressorPipeline(transformers=compressors)
+    steps: list[BaseDocumentTransformer | BaseDocumentCompressor] = list(compressors)
+    pipeline = DocumentCompressorPipeline(transformers=steps)
     return CompressedRetriever(base_retriever=base, base_compressor=pipeline)

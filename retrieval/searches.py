@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.retrievers import RetrieverLike
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.vectorstores import VectorStore
 
 from config import Settings
@@ -45,10 +44,10 @@ class Searches:
 
     def weighted(
         self, settings: Settings, *, k: int, where: dict[str, str] | None = None
-    ) -> list[tuple[float, RetrieverLike]]:
+    ) -> list[tuple[float, Runnable[Query, list[Document]]]]:
         """(weight, retriever of a `Query`) of each search, its `k` best articles, optionally within metadata
         values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms."""
-        out: list[tuple[float, RetrieverLike]] = []
+        out: list[tuple[float, Runnable[Query, list[Document]]]] = []
         if self.bm25 is not None:
             bm25 = self.bm25.model_copy(update={"k": k, "filter": where})
             out.append((settings.bm25_weight, RunnableLambda(_augmented, name="augmented") | bm25))
@@ -60,7 +59,9 @@ class Searches:
                 conds["lang"] = settings.dense_lang
             kwargs: dict[str, Any] = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
             limit = settings.dense_query_max_chars
-            shorten = RunnableLambda(lambda q: dense_query(_augmented(q), limit), name="dense_query")
+            shorten: Runnable[Query, str] = RunnableLambda(
+                lambda q: dense_query(_augmented(q), limit), name="dense_query"
+            )
             out.append((settings.dense_weight, shorten | self.vector_store.as_retriever(search_kwargs=kwargs)))
         if self.latent is not None:
             n = settings.sparse_query_max_chars
