@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+from numpy.typing import ArrayLike
 
 from corpus.records import content_hash
 from index.embeddings import model_id
@@ -76,7 +77,7 @@ class EmbeddingCache:
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 
-    def put_many(self, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+    def put_many(self, items: Sequence[tuple[str, ArrayLike]]) -> None:
         """Store vectors in one committed transaction."""
         rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
         with self._lock:

@@ -100,11 +100,12 @@ class LawFAISS(FAISS):
         # a bitmap selector keeps faiss's exact scan but skips vectors outside the filter (measured at 40k
         # vectors: 0.2-10 ms whatever the filter's size; LangChain post-filters only the top fetch_k hits)
         bits = np.packbits(mask, bitorder="little")
-        params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits)))
+        params = faiss.SearchParameters()
+        params.sel = faiss.IDSelectorBitmap(len(mask), faiss.swig_ptr(bits))  # what SearchParameters(sel=…) does
         query = np.asarray([embedding], dtype=np.float32)
         scores, found = self.index.search(query, min(k, int(mask.sum())), params=params)
         docs = [
-            (self.docstore.search(self.index_to_docstore_id[int(i)]), float(s))
+            (_document(self, self.index_to_docstore_id[int(i)]), float(s))
             for s, i in zip(scores[0], found[0], strict=True)
             if i != -1
         ]
@@ -179,7 +180,7 @@ def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
             for i, d in _ordered(store)
         )
         files = {
-            INDEX_FILE: atomic_write(tmp / INDEX_FILE, lambda f: f.write(faiss.serialize_index(store.index))),
+            INDEX_FILE: atomic_write(tmp / INDEX_FILE, lambda f: f.write(faiss.serialize_index(store.index).data)),
             DOCSTORE_FILE: atomic_write(tmp / DOCSTORE_FILE, rows),
         }
         full = {**meta, "count": store.index.ntotal, "dim": store.index.d}
@@ -258,7 +259,15 @@ def check_faiss_files(folder: Path, meta: dict[str, Any], *, full: bool = True) 
 def _ordered(store: LawFAISS) -> Iterable[tuple[str, Document]]:
     for i in range(len(store.index_to_docstore_id)):
         doc_id = store.index_to_docstore_id[i]
-        yield doc_id, store.docstore.search(doc_id)
+        yield doc_id, _document(store, doc_id)
+
+
+def _document(store: FAISS, doc_id: str) -> Document:
+    """The docstore's document for an index position's id (the docstore answers a missing id with a message)."""
+    found = store.docstore.search(doc_id)
+    if not isinstance(found, Document):
+        raise ValueError(f"the FAISS docstore has no document {doc_id!r}: {found}")
+    return found
 
 
 def _old(folder: Path) -> Path:
