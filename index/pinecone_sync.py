@@ -6,7 +6,8 @@ the data dir (`DATA_DIR/index/pinecone-records.sqlite`, one record set per Pinec
 embedding cache) and upserted, and the vectors of chunks that changed or are gone are deleted. A vector's id is
 the chunk id with a hash of everything stored for it and the model (`K1400000226:ru:188:0#3f2a…`); results come
 back with the chunk id as `Document.id`, as from FAISS. Records are written after each batch of upserts, so an
-interrupted sync resumes. `pinecone.json` beside the records names the model that filled the namespace.
+interrupted sync resumes. `pinecone.json` beside the records names the model that filled the namespace; the
+vectors an older build recorded there under plain chunk ids are deleted by the first sync.
 """
 
 from __future__ import annotations
@@ -148,9 +149,10 @@ def sync_pinecone(
             key_encoder=lambda d: keys[d.metadata["chunk_id"]],
             upsert_kwargs={"async_req": False},  # one upsert request per batch, answered before the next
         )
+    deleted = result["num_deleted"] + _delete_legacy(settings, store)
     _write_manifest(settings, model)
     upserted = result["num_added"] + result["num_updated"]
-    logger.info("Pinecone: %d upserted (%d embedded now), %d deleted", upserted, cached.misses, result["num_deleted"])
+    logger.info("Pinecone: %d upserted (%d embedded now), %d deleted", upserted, cached.misses, deleted)
     return IndexReport(
         "pinecone",
         len(all_chunks),
@@ -159,9 +161,9 @@ def sync_pinecone(
         upserted - cached.misses,
         time.perf_counter() - start,
         0,
-        unchanged=not upserted and not result["num_deleted"],
+        unchanged=not upserted and not deleted,
         upserted=upserted,
-        deleted=result["num_deleted"],
+        deleted=deleted,
     )
 
 
@@ -186,6 +188,21 @@ def load_pinecone(settings: Settings, embeddings: Embeddings) -> VectorStore:
                 f"{where} was filled by {built.get('model_id')}, settings give {model_id(embeddings)}: run `{command}`."
             )
     return LawPinecone(index=index, embedding=embeddings, namespace=settings.pinecone_namespace)
+
+
+def _delete_legacy(settings: Settings, store: PineconeVectorStore) -> int:
+    """Delete the vectors an older build recorded in pinecone.json under their plain chunk ids (before the
+    indexing API named them chunk id + hash): they are not in the record manager, so no cleanup would."""
+    old = _read_json(_manifest_path(settings)) if _manifest_path(settings).exists() else None
+    same_place = old is not None and (old.get("host"), old.get("namespace")) == (
+        settings.pinecone_host,
+        settings.pinecone_namespace,
+    )
+    ids = list(old.get("vectors") or {}) if same_place and old is not None else []
+    if ids:
+        store.delete(ids=ids)
+        logger.info("Pinecone: %d vectors of the previous build's ids deleted", len(ids))
+    return len(ids)
 
 
 def _manifest_path(settings: Settings) -> Path:

@@ -174,3 +174,20 @@ def test_missing_settings_and_wrong_dimension_fail_clearly(
         build_index(pc_settings, chunks=corpus(), embeddings=KeywordEmbeddings(WORDS[:2]), progress=False)
     _, state = server
     assert state.bodies("/vectors/upsert") == []
+
+
+def test_vectors_of_a_build_before_the_indexing_api_are_replaced(
+    pc_settings: Settings, server: tuple[str, PineconeState]
+) -> None:
+    """A namespace filled under plain chunk ids (recorded in pinecone.json) is not left with duplicates."""
+    _, state = server
+    legacy = {c.chunk_id: "old-hash" for c in corpus() if c.chunk_id.endswith(":0")}
+    state.namespaces["laws"] = {i: ([1.0, 0, 0, 0, 0], {"text": "old", "chunk_id": i}) for i in legacy}
+    pc_settings.index_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {"host": pc_settings.pinecone_host, "namespace": "laws", "model_id": "x", "vectors": legacy}
+    (pc_settings.index_dir / "pinecone.json").write_text(json.dumps(manifest), encoding="utf-8")
+    report = build_index(pc_settings, chunks=corpus(), embeddings=KeywordEmbeddings(WORDS), progress=False)
+    assert (report.upserted, report.deleted) == (5, 5)
+    assert sorted(state.namespaces["laws"]) == sorted(record_manager(pc_settings).list_keys())
+    assert not set(legacy) & set(state.namespaces["laws"])
+    assert build_index(pc_settings, chunks=corpus(), embeddings=KeywordEmbeddings(WORDS), progress=False).unchanged
