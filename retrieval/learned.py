@@ -144,7 +144,8 @@ class LearnedRerank(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    ranker: LearnedRanker
+    scores: Callable[[np.ndarray], np.ndarray]
+    """Feature rows → the model's scores (`LearnedRanker.scores`)."""
     pool: Callable[[str, Sequence[Document]], Pool]
     """(question, candidates) → their features (retrieval.features.candidate_pool of the pipeline)."""
 
@@ -154,7 +155,7 @@ class LearnedRerank(BaseDocumentCompressor):
         if not documents:
             return []
         pool = self.pool(query, documents)
-        return ordered(pool, self.ranker.scores(pool.matrix))
+        return ordered(pool, self.scores(pool.matrix))
 
 
 def ordered(pool: Pool, scores: np.ndarray) -> list[Document]:

@@ -123,7 +123,8 @@ class Retrieval:
             code_id=CRIMINAL_CODE_ID,
         )
         self.candidate_search = _compressed(self.first_stage, [DemoteRepealed()] if s.demote_repealed else [])
-        learned = [LearnedRerank(ranker=self.learned, pool=partial(candidate_pool, self))] if self.learned else []
+        pool = partial(candidate_pool, self)
+        learned = [LearnedRerank(scores=self.learned.scores, pool=pool)] if self.learned else []
         self.search = _compressed(self.candidate_search, learned)
         ranking: list[BaseDocumentTransformer | BaseDocumentCompressor] = []
         if self.reranker is not None:
