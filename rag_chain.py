@@ -147,8 +147,10 @@ class QAChain:
         out = []
         for s in sources:
             entry = self.editions.get((s.doc_id, s.lang))
-            edition = {"edition_date": entry.edition_date, "edition_basis": entry.edition_basis} if entry else {}
-            out.append(dataclasses.replace(s, **edition))
+            if entry is None:
+                out.append(s)
+            else:
+                out.append(dataclasses.replace(s, edition_date=entry.edition_date, edition_basis=entry.edition_basis))
         return tuple(out)
 
     def article(self, code: str, number: str, lang: Lang = "ru") -> Article | None:

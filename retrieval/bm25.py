@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from langchain_community.retrievers import BM25Retriever
+from langchain_community.retrievers.bm25 import default_preprocessing_func
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from pydantic import PrivateAttr
@@ -37,7 +38,7 @@ class SparseScorer:
     def get_scores(self, query: Any) -> np.ndarray:
         raise NotImplementedError
 
-    def _scores(self, ids: Sequence[int], weights: np.ndarray) -> np.ndarray:
+    def _scores(self, ids: Sequence[int] | np.ndarray, weights: np.ndarray) -> np.ndarray:
         if len(ids) == 0:
             return np.zeros(self.n_docs, dtype=np.float32)
         return np.asarray(self.matrix[:, ids] @ weights).ravel()
@@ -137,6 +138,8 @@ class ChunkBM25Retriever(BM25Retriever):
     """Only documents whose metadata equal these values, e.g. {"doc_id": "K1400000226"}."""
     score_key: str = "bm25_score"
     """The metadata key a result's score goes to."""
+    preprocess_func: Callable[[str], Any] = default_preprocessing_func
+    """The query as the vectorizer takes it: BM25's terms, or the latent terms' (feature ids, weights)."""
     _masks: dict[tuple[Any, ...], np.ndarray] = PrivateAttr(default_factory=dict)
 
     @classmethod

@@ -164,8 +164,11 @@ def _search_scores(retrieval: Retrieval, info: QueryInfo, static: _Static) -> di
     if retrieval.latent is not None:
         out["latent"] = retrieval.latent.chunk_scores(info.text[: retrieval.settings.sparse_query_max_chars])
     if static.vectors is not None and retrieval.vector_store is not None:
+        embeddings = retrieval.vector_store.embeddings
+        if embeddings is None:  # LangChain types it Optional; our stores are always built with their embeddings
+            raise ValueError("the vector store has no embeddings to encode the question with")
         text = dense_query(info.augmented, retrieval.settings.dense_query_max_chars)
-        query = retrieval.vector_store.embeddings.embed_query(text)
+        query = embeddings.embed_query(text)
         out["dense"] = np.asarray(query, dtype=np.float32)  # rows are scored on demand (pool only)
     return out
 
@@ -244,9 +247,10 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
     codes = np.asarray([k[0] for k in keys])
     for s in searches:  # the share of the candidate's code among each search's best articles
         ranks = m[:, COLUMN[f"{s}_rank"]]
-        top = codes[np.nan_to_num(ranks, nan=np.inf) <= SEARCH_WINDOW]
-        if len(top):
-            shares = {c: n / len(top) for c, n in zip(*np.unique(top, return_counts=True), strict=True)}
+        top_codes = codes[np.nan_to_num(ranks, nan=np.inf) <= SEARCH_WINDOW]
+        if len(top_codes):
+            counts = zip(*np.unique(top_codes, return_counts=True), strict=True)
+            shares = {c: n / len(top_codes) for c, n in counts}
             m[:, COLUMN[f"{s}_code_top"]] = [shares.get(c, 0.0) for c in codes]
     fused = np.nan_to_num(m[:n_fused, COLUMN["fused_score"]])
     mass = {c: float(fused[codes[:n_fused] == c].sum()) for c in set(codes[:n_fused])}

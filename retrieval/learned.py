@@ -134,7 +134,7 @@ class LearnedRanker:
         """The model's score of each feature row (higher is better)."""
         if len(matrix) == 0:
             return np.zeros(0)
-        return self.booster.predict(matrix, num_threads=1)
+        return np.asarray(self.booster.predict(matrix, num_threads=1))  # an array for a dense matrix
 
 
 class LearnedRerank(BaseDocumentCompressor):
