@@ -184,9 +184,13 @@ def pack(
 
 
 def _write_tar(f: BinaryIO, data_dir: Path, manifest: PackManifest, compression: Compression) -> None:
-    mode = {"gz": "w:gz", "xz": "w:xz", "none": "w"}[compression]
-    kwargs: dict[str, Any] = {"compresslevel": 6} if compression == "gz" else {}
-    with tarfile.open(fileobj=f, mode=mode, format=tarfile.PAX_FORMAT, **kwargs) as tar:  # type: ignore[call-overload]
+    if compression == "gz":
+        opened = tarfile.open(fileobj=f, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=6)
+    elif compression == "xz":
+        opened = tarfile.open(fileobj=f, mode="w:xz", format=tarfile.PAX_FORMAT)
+    else:
+        opened = tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT)
+    with opened as tar:
         body = (manifest.model_dump_json(indent=1) + "\n").encode("utf-8")
         tar.addfile(_info(MANIFEST_NAME, len(body)), io.BytesIO(body))
         for name, expected in manifest.files.items():

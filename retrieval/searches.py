@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.runnables import Runnable, RunnableLambda
 from langchain_core.vectorstores import VectorStore
+from scipy import sparse
 
 from config import Settings
 from index.sparse import LatentTerms
@@ -112,7 +113,7 @@ def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Re
 
 
 def build_latent(
-    articles: ArticleChunks, index: tuple[object, list[str]], settings: Settings
+    articles: ArticleChunks, index: tuple[sparse.csr_matrix, list[str]], settings: Settings
 ) -> ChunkBM25Retriever | None:
     """The latent-term search over the chunks the index has rows for (best chunk per article)."""
     matrix, chunk_ids = index
@@ -122,7 +123,7 @@ def build_latent(
         return None
     terms = LatentTerms()
     return ChunkBM25Retriever(
-        vectorizer=LatentScorer(matrix[rows]),  # type: ignore[index]
+        vectorizer=LatentScorer(matrix[rows]),
         docs=[articles.documents[position[chunk_ids[r]]] for r in rows],
         preprocess_func=terms.query,
         score_key="latent_score",
