@@ -214,7 +214,9 @@ def _look_for_newer(held: _Held, settings: Settings) -> None:
         return
     held.loading = publication.generation
     threading.Thread(
-        target=_swap_in, args=(held, settings, publication.generation, publication.by), name="chain-reload",
+        target=_swap_in,
+        args=(held, settings, publication.generation, publication.by),
+        name="chain-reload",
         daemon=True,
     ).start()
 
@@ -229,14 +231,21 @@ def _swap_in(held: _Held, settings: Settings, generation: str, by: str) -> None:
             held.loading, held.failed = None, generation
         logger.warning(
             "the build published by %s (%s) could not be loaded, answering from the loaded one until the next "
-            "publication: %s: %s", by, generation, type(err).__name__, err,
+            "publication: %s: %s",
+            by,
+            generation,
+            type(err).__name__,
+            err,
         )
         return
     with _lock:
         held.chain, held.loading = chain, None
     logger.info(
         "the build published by %s (%s) loaded in %.1f s and swapped in (searches: %s)",
-        by, generation, time.perf_counter() - started, ", ".join(chain.retrieval.searches),
+        by,
+        generation,
+        time.perf_counter() - started,
+        ", ".join(chain.retrieval.searches),
     )
     if chain.retrieval.pending is not None:  # e.g. a new corpus whose index is not built yet: say it, once
         logger.warning("%s", chain.retrieval.pending.message())
@@ -304,9 +313,11 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
         return
     with contextlib.redirect_stdout(sys.stderr):
         if not (settings.corpus_dir / "chunks.jsonl").exists():
-            print(f"First run: building the corpus in {settings.data_dir} from "
-                  f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
-                  "the first answer comes from the lexical searches, at once.")
+            print(
+                f"First run: building the corpus in {settings.data_dir} from "
+                f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
+                "the first answer comes from the lexical searches, at once."
+            )
         try:
             report = ingest(settings, source_dir=from_dir or settings.source_dir)
         except DataDirBusy as err:
@@ -325,12 +336,17 @@ def _install_pack(settings: Settings, pack: Path) -> None:
     from ingest_adilet.pack import unpack
 
     if (settings.corpus_dir / "chunks.jsonl").exists():
-        print(f"{settings.data_dir} already has a corpus: --pack ignored (`python -m ingest_adilet unpack` "
-              "replaces it).", file=sys.stderr)
+        print(
+            f"{settings.data_dir} already has a corpus: --pack ignored (`python -m ingest_adilet unpack` replaces it).",
+            file=sys.stderr,
+        )
         return
     report = unpack(settings, pack)
-    print(f"Installed {pack} into {settings.data_dir}: {report.documents} documents, {report.chunks} chunks, "
-          f"{report.vectors} vectors, in {report.seconds:.1f} s.", file=sys.stderr)
+    print(
+        f"Installed {pack} into {settings.data_dir}: {report.documents} documents, {report.chunks} chunks, "
+        f"{report.vectors} vectors, in {report.seconds:.1f} s.",
+        file=sys.stderr,
+    )
 
 
 def _print_result(result: QAResult, pending: IndexPending | None = None) -> None:
@@ -342,8 +358,10 @@ def _print_result(result: QAResult, pending: IndexPending | None = None) -> None
     heading = "Дереккөздер" if result.lang == "kk" else "Источники"
     # Never a silently weaker answer: while the index is incomplete the line names the searches that ran.
     searched = f"; searched: {', '.join(result.searches)}, not yet: {', '.join(pending.missing)}" if pending else ""
-    console.print(f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
-                  f"{'grounded' if result.grounded else 'not grounded'}{searched}):")
+    console.print(
+        f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
+        f"{'grounded' if result.grounded else 'not grounded'}{searched}):"
+    )
     for s in result.sources:
         edition = f" ({s.edition()})" if s.edition() else ""
         console.print(f"  [{s.source_id}] {s.citation()}{edition} — {s.url}", markup=False, highlight=False)
@@ -392,10 +410,19 @@ def main(argv: list[str] | None = None) -> int:
     ask = sub.add_parser("ask", help="answer a question, citing the articles it rests on")
     ask.add_argument("question", nargs="+")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
-    ask.add_argument("--pack", type=Path, metavar="PACK", help="a data pack (`ingest_adilet pack`): installed "
-                     "first when the data dir has no corpus, for an office without internet")
-    ask.add_argument("--from-dir", type=Path, help="build/refresh the corpus from this directory first "
-                     "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists")
+    ask.add_argument(
+        "--pack",
+        type=Path,
+        metavar="PACK",
+        help="a data pack (`ingest_adilet pack`): installed "
+        "first when the data dir has no corpus, for an office without internet",
+    )
+    ask.add_argument(
+        "--from-dir",
+        type=Path,
+        help="build/refresh the corpus from this directory first "
+        "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists",
+    )
     # eval's own options (--questions, --k, --out, --data-dir) are parsed by retrieval.evaluate
     sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
     ask.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
@@ -415,8 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     if args.command == "chat":
         return _chat(settings, args.from_dir)

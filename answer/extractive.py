@@ -25,9 +25,7 @@ logger = logging.getLogger(__name__)
 # «1. Кража, …» / «2-1. …» opens a numbered part; sub-items «1)» and the «наказывается …» line belong to it.
 _PART_RE = re.compile(r"^\d+(?:-\d+)?\.\s")
 # A part or sub-item that is only a repeal note says nothing to the reader of today's law.
-_REPEALED_ITEM_RE = re.compile(
-    r"^\d+(?:-\d+)?[.)]\s*(?:исключен|утратил|алып\s+тасталды|алынып\s+тасталды)", re.I
-)
+_REPEALED_ITEM_RE = re.compile(r"^\d+(?:-\d+)?[.)]\s*(?:исключен|утратил|алып\s+тасталды|алынып\s+тасталды)", re.I)
 _PUNISHMENT_RE = re.compile(r"наказыва|жазалан", re.I)
 
 MAX_SOURCES = 3  # sources quoted for a question about one matter
@@ -104,11 +102,9 @@ def _relevant(
     weight = {t: math.log(1 + len(sources) / sum(hits)) for t, hits in found.items() if any(hits)}
     scores = [sum(w for t, w in weight.items() if found[t][i]) for i in range(len(sources))]
     best = max(scores, default=0.0)
-    keep = [
-        s
-        for i, (s, sc) in enumerate(zip(sources, scores, strict=True))
-        if i == 0 or 0 < sc and sc >= best / 2
-    ][:MAX_SOURCES]
+    keep = [s for i, (s, sc) in enumerate(zip(sources, scores, strict=True)) if i == 0 or 0 < sc and sc >= best / 2][
+        :MAX_SOURCES
+    ]
     criminal = next((s for s in sources if s.doc_id == CRIMINAL_CODE_ID), None)
     if is_criminal and criminal is not None and criminal not in keep:
         keep = [*keep[: MAX_SOURCES - 1], criminal]
@@ -167,9 +163,7 @@ def extractive_answer(
     remedies = [s for s in sources if s.remedy and s not in quoted]
     if remedies:
         blocks.append("\n".join([phrases.remedy_intro, *(f"— {label(s, settings)}: {s.url}" for s in remedies)]))
-    return Extract(
-        "\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), (*quoted, *remedies)
-    )
+    return Extract("\n\n".join([*head, phrases.extractive_intro, *blocks, phrases.disclaimer]), (*quoted, *remedies))
 
 
 def abstention(verdict: Verdict, *, lang: Lang, settings: Settings) -> str:

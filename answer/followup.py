@@ -51,13 +51,50 @@ logger = logging.getLogger(__name__)
 
 # Only discourse markers are word lists; whether a message stands on its own is decided by retrieval.
 TOPIC_CHANGE = (
-    "другой вопрос", "другая тема", "другое", "новый вопрос", "еще вопрос", "еще один вопрос", "и еще вопрос",
-    "отдельный вопрос", "не по теме", "вопрос по другой теме", "кстати", "теперь о другом", "сменим тему",
-    "тағы бір сұрақ", "басқа сұрақ", "басқа тақырып", "жаңа сұрақ", "айтпақшы", "тағы бір нәрсе",
+    "другой вопрос",
+    "другая тема",
+    "другое",
+    "новый вопрос",
+    "еще вопрос",
+    "еще один вопрос",
+    "и еще вопрос",
+    "отдельный вопрос",
+    "не по теме",
+    "вопрос по другой теме",
+    "кстати",
+    "теперь о другом",
+    "сменим тему",
+    "тағы бір сұрақ",
+    "басқа сұрақ",
+    "басқа тақырып",
+    "жаңа сұрақ",
+    "айтпақшы",
+    "тағы бір нәрсе",
 )
 CONTINUATION = (
-    "а", "и", "но", "еще", "также", "тогда", "то есть", "значит", "а если", "а что", "а как", "а когда",
-    "а сколько", "а мне", "ал", "ал егер", "тағы", "және", "сонда", "онда", "ендеше", "егер де", "сондай-ақ",
+    "а",
+    "и",
+    "но",
+    "еще",
+    "также",
+    "тогда",
+    "то есть",
+    "значит",
+    "а если",
+    "а что",
+    "а как",
+    "а когда",
+    "а сколько",
+    "а мне",
+    "ал",
+    "ал егер",
+    "тағы",
+    "және",
+    "сонда",
+    "онда",
+    "ендеше",
+    "егер де",
+    "сондай-ақ",
 )
 ANAPHORA = frozenset(
     """он она оно они его ее ему ей им их него нее нему ней ним них этот эта это эти этого этой этому этим этих
@@ -122,7 +159,7 @@ class FollowupRule:
             return Understood(question, False, "no history")
         norm = normalize(question)
         if m := _TOPIC_CHANGE_RE.match(norm):
-            rest = question[m.end():].strip()
+            rest = question[m.end() :].strip()
             return Understood(rest if any(ch.isalnum() for ch in rest) else question, False, "topic change")
         info = analyze_query(question)
         if any(ref.doc_id for ref in info.refs):
@@ -221,10 +258,14 @@ class FollowupCondenser:
         )
         understand: Runnable = by_rule
         if chat_model is not None:
-            understand = RunnableLambda(self._condense_input) | {
-                "condensed": RunnableLambda(self._prompt) | chat_model,
-                "input": RunnableLambda(lambda x: x["input"]),
-            } | RunnableLambda(self._understood)
+            understand = (
+                RunnableLambda(self._condense_input)
+                | {
+                    "condensed": RunnableLambda(self._prompt) | chat_model,
+                    "input": RunnableLambda(lambda x: x["input"]),
+                }
+                | RunnableLambda(self._understood)
+            )
             understand = understand.with_fallbacks([by_rule])
         self.chat_model = chat_model
         self.runnable: Runnable = RunnableBranch((no_history, alone), understand)

@@ -54,11 +54,7 @@ class Grounding:
 
 def _sids(text: str) -> list[str]:
     """Source ids cited as [S1], [S1, S2], [s 3], in order."""
-    return [
-        sid.replace(" ", "").upper()
-        for m in _SID_RE.finditer(text)
-        for sid in re.split(r"\s*[,;]\s*", m.group(1))
-    ]
+    return [sid.replace(" ", "").upper() for m in _SID_RE.finditer(text) for sid in re.split(r"\s*[,;]\s*", m.group(1))]
 
 
 def _resolve(ref: CitedRef, sources: Sequence[Source]) -> tuple[list[Source], list[str]]:
@@ -147,9 +143,7 @@ def check_grounding(
     if judged == 0 and sources and not any(s.lang == lang for s in sources):
         notes.append("lexical support not checked: no source in the answer's language")
 
-    return Grounding(
-        not failed, tuple(notes), tuple(cited), tuple(dict.fromkeys(unknown)), tuple(unsupported)
-    )
+    return Grounding(not failed, tuple(notes), tuple(cited), tuple(dict.fromkeys(unknown)), tuple(unsupported))
 
 
 def _unsupported(

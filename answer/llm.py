@@ -59,9 +59,7 @@ def _stamped(model: BaseChatModel, name: str) -> Runnable:
     """The model, whose reply carries `response_metadata["backend"] = name`; `.stream()` still streams."""
 
     def stamp(message: BaseMessage) -> BaseMessage:
-        return message.model_copy(
-            update={"response_metadata": {**message.response_metadata, BACKEND_KEY: name}}
-        )
+        return message.model_copy(update={"response_metadata": {**message.response_metadata, BACKEND_KEY: name}})
 
     def stamp_first(chunks: Iterator[BaseMessage]) -> Iterator[BaseMessage]:
         # A RunnableLambda would gather the whole reply before stamping it: chunks pass through one by one.

@@ -65,9 +65,7 @@ def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{path} is missing: restore it from the repository's prompts/ folder"
-        ) from None
+        raise FileNotFoundError(f"{path} is missing: restore it from the repository's prompts/ folder") from None
 
 
 def load_phrases(settings: Settings, lang: str) -> Phrases:

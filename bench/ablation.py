@@ -82,8 +82,10 @@ SWEEP = (
     ("named codes not boosted (named_code_boost=1)", {"named_code_boost": 1.0}),
     ("no latent terms (sparse_weight=0)", {"sparse_weight": 0.0}),
     ("latent terms weighted 0.5", {"sparse_weight": 0.5}),
-    ("no latent terms, questions embedded up to 1000 characters (the previous defaults)",
-     {"sparse_weight": 0.0, "dense_query_max_chars": 1000}),
+    (
+        "no latent terms, questions embedded up to 1000 characters (the previous defaults)",
+        {"sparse_weight": 0.0, "dense_query_max_chars": 1000},
+    ),
     ("latent terms over 300 characters of the question", {"sparse_query_max_chars": 300}),
     ("remedy articles from rank 1 (remedy_rank=1)", {"remedy_rank": 1}),
     ("remedy articles from rank 6 (remedy_rank=6)", {"remedy_rank": 6}),

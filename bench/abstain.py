@@ -31,25 +31,84 @@ GOLD_FILES = ["citizen_dev", "jurhelp_dev", "jurhelp_train"]
 FOLLOWUP_FILE = "followup_dev"
 PROBES = [
     # Russian: greetings, small talk, weather, food, leisure, gibberish
-    "привет всем", "привет", "здравствуйте", "добрый вечер", "как дела", "ок спасибо", "спасибо большое", "пока",
-    "какая завтра погода в Алматы", "будет ли дождь в выходные", "рецепт борща", "как приготовить плов",
-    "посоветуй фильм на вечер", "кто выиграл чемпионат мира по футболу", "расскажи анекдот", "сколько будет 2+2",
-    "люблю котиков", "асдфыва", "ыыыыы",
+    "привет всем",
+    "привет",
+    "здравствуйте",
+    "добрый вечер",
+    "как дела",
+    "ок спасибо",
+    "спасибо большое",
+    "пока",
+    "какая завтра погода в Алматы",
+    "будет ли дождь в выходные",
+    "рецепт борща",
+    "как приготовить плов",
+    "посоветуй фильм на вечер",
+    "кто выиграл чемпионат мира по футболу",
+    "расскажи анекдот",
+    "сколько будет 2+2",
+    "люблю котиков",
+    "асдфыва",
+    "ыыыыы",
     # Kazakh
-    "сәлем", "сәлеметсіз бе", "қалың қалай", "ауа райы қандай", "рахмет", "палау қалай пісіріледі",
+    "сәлем",
+    "сәлеметсіз бе",
+    "қалың қалай",
+    "ауа райы қандай",
+    "рахмет",
+    "палау қалай пісіріледі",
     # English (the assistant answers in Russian and Kazakh)
-    "hi", "Hello, how are you?", "thanks a lot", "what's the weather like today",
-    "What is the penalty for theft in Kazakhstan?", "The quick brown fox jumps over the lazy dog",
+    "hi",
+    "Hello, how are you?",
+    "thanks a lot",
+    "what's the weather like today",
+    "What is the penalty for theft in Kazakhstan?",
+    "The quick brown fox jumps over the lazy dog",
     # digits, emoji, keyboard mash
-    "12345", "999", "👍", "😀😀😀", "asdfgh qwerty",
+    "12345",
+    "999",
+    "👍",
+    "😀😀😀",
+    "asdfgh qwerty",
 ]
 # Short legal questions: not gold (nobody cited articles for them), but a verdict that silences them is wrong.
 LEGAL_SHORT = [
-    "штраф", "алименты", "отпуск", "наследство", "развод", "кража", "увольнение", "пенсия", "налог", "ипотека",
-    "виза", "ДТП", "меня уволили", "долг", "залог", "аренда", "дарение", "пособие", "зарплата", "декрет",
-    "больничный", "прописка", "неустойка", "опека", "взятка", "побои", "клевета", "самооборона",
-    "возврат товара", "материнский капитал",
-    "ұрлық", "жалақы", "ажырасу", "мұра", "зейнетақы", "айыппұл",
+    "штраф",
+    "алименты",
+    "отпуск",
+    "наследство",
+    "развод",
+    "кража",
+    "увольнение",
+    "пенсия",
+    "налог",
+    "ипотека",
+    "виза",
+    "ДТП",
+    "меня уволили",
+    "долг",
+    "залог",
+    "аренда",
+    "дарение",
+    "пособие",
+    "зарплата",
+    "декрет",
+    "больничный",
+    "прописка",
+    "неустойка",
+    "опека",
+    "взятка",
+    "побои",
+    "клевета",
+    "самооборона",
+    "возврат товара",
+    "материнский капитал",
+    "ұрлық",
+    "жалақы",
+    "ажырасу",
+    "мұра",
+    "зейнетақы",
+    "айыппұл",
 ]
 SIGNALS = ("bm25", "dense")
 
@@ -82,8 +141,15 @@ def measure(retrieval: Retrieval, questions: list[tuple[str, str]]) -> list[dict
     rows = []
     for group, q in questions:
         info = retrieval.analyze(q)
-        rows.append({"set": group, "q": q, "status": retrieval.verdict(info).status,
-                     "checked": not info.refs and not info.codes, **dict(retrieval.relevance(info))})
+        rows.append(
+            {
+                "set": group,
+                "q": q,
+                "status": retrieval.verdict(info).status,
+                "checked": not info.refs and not info.codes,
+                **dict(retrieval.relevance(info)),
+            }
+        )
     return rows
 
 
@@ -100,36 +166,46 @@ def report(mode: str, rows: list[dict], settings: Settings) -> None:
         for name in [*GOLD_FILES, "followup_turn", "followup_last", "turn_alone", "legal_short", "probe"]:
             vals = np.array([r[signal] for r in rows if r["set"] == name])
             if len(vals):
-                print(f"{name:<16}{len(vals):>5}{vals.min():>9.3f}{np.percentile(vals, 5):>9.3f}"
-                      f"{np.median(vals):>9.3f}{vals.max():>9.3f}")
+                print(
+                    f"{name:<16}{len(vals):>5}{vals.min():>9.3f}{np.percentile(vals, 5):>9.3f}"
+                    f"{np.median(vals):>9.3f}{vals.max():>9.3f}"
+                )
         lowest = sorted(checked, key=lambda r: r[signal])[:5]
-        print("lowest gold (no article or code named):",
-              "; ".join(f"{r[signal]:.3f} «{r['q'][:40]}»" for r in lowest))
+        print("lowest gold (no article or code named):", "; ".join(f"{r[signal]:.3f} «{r['q'][:40]}»" for r in lowest))
         print("probes:", "; ".join(f"{r[signal]:.3f} «{r['q'][:30]}»" for r in sorted(probes, key=lambda r: r[signal])))
         if checked:
             low = min(r[signal] for r in checked)
             high = max(r[signal] for r in probes)
             alone = sum(1 for r in probes if r[signal] < low)
-            print(f"highest threshold keeping every gold answer: just below {low:.3f} (it alone catches {alone} "
-                  f"of {len(probes)} probes; highest probe {high:.3f}, gap {low - high:+.3f})")
+            print(
+                f"highest threshold keeping every gold answer: just below {low:.3f} (it alone catches {alone} "
+                f"of {len(probes)} probes; highest probe {high:.3f}, gap {low - high:+.3f})"
+            )
     if "dense" in rows[0]:
         s = settings
-        print(f"\n## {mode}: the rule (BM25 < {s.off_topic_bm25} and cosine < {s.off_topic_dense_rescue}, or "
-              f"BM25 < {s.off_topic_weak_bm25} and cosine < {s.off_topic_dense})")
+        print(
+            f"\n## {mode}: the rule (BM25 < {s.off_topic_bm25} and cosine < {s.off_topic_dense_rescue}, or "
+            f"BM25 < {s.off_topic_weak_bm25} and cosine < {s.off_topic_dense})"
+        )
         for lo, hi in ((0.0, s.off_topic_bm25), (s.off_topic_bm25, s.off_topic_weak_bm25)):
             inside = [r for r in rows if r["checked"] and lo <= r["bm25"] < hi]
             floor = s.off_topic_dense_rescue if hi == s.off_topic_bm25 else s.off_topic_dense
             kept = sorted((r for r in inside if r["set"] != "probe"), key=lambda r: r["dense"])
             caught = sorted((r for r in inside if r["set"] == "probe"), key=lambda r: -r["dense"])
-            print(f"BM25 in [{lo}, {hi}), cosine threshold {floor}: to keep "
-                  + (", ".join(f"{r['dense']:.3f} «{r['q'][:25]}» ({r['set']})" for r in kept[:4]) or "none")
-                  + "; probes " + (", ".join(f"{r['dense']:.3f} «{r['q'][:20]}»" for r in caught[:4]) or "none"))
+            print(
+                f"BM25 in [{lo}, {hi}), cosine threshold {floor}: to keep "
+                + (", ".join(f"{r['dense']:.3f} «{r['q'][:25]}» ({r['set']})" for r in kept[:4]) or "none")
+                + "; probes "
+                + (", ".join(f"{r['dense']:.3f} «{r['q'][:20]}»" for r in caught[:4]) or "none")
+            )
     lost = [r for r in keep if r["status"] != "answered"]
     caught = [r for r in probes if r["status"] == "off_topic"]
-    print(f"\n{mode}, current settings: gold losing their answer {len([r for r in lost if r in gold])} of "
-          f"{len(gold)}; short legal questions losing it {len([r for r in lost if r not in gold])} of "
-          f"{len(keep) - len(gold)}; probes caught {len(caught)} of {len(probes)}; missed: "
-          f"{', '.join(r['q'] for r in probes if r not in caught) or 'none'}")
+    print(
+        f"\n{mode}, current settings: gold losing their answer {len([r for r in lost if r in gold])} of "
+        f"{len(gold)}; short legal questions losing it {len([r for r in lost if r not in gold])} of "
+        f"{len(keep) - len(gold)}; probes caught {len(caught)} of {len(probes)}; missed: "
+        f"{', '.join(r['q'] for r in probes if r not in caught) or 'none'}"
+    )
     for r in lost:
         print(f"  LOST {r['set']} {r['status']} {r['q'][:80]}")
 

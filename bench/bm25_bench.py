@@ -133,7 +133,13 @@ def pipeline_table(settings: Settings, built: dict[str, SparseScorer], names: li
             report = evaluate(pipeline, read_questions(path), k, name=path.stem)
             m = report.overall
             table.add_row(
-                name, path.stem, str(m.n), f"{m.hit1:.3f}", f"{m.hit5:.3f}", f"{m.hit10:.3f}", f"{m.mrr:.3f}",
+                name,
+                path.stem,
+                str(m.n),
+                f"{m.hit1:.3f}",
+                f"{m.hit5:.3f}",
+                f"{m.hit10:.3f}",
+                f"{m.mrr:.3f}",
                 f"{report.latency_p50_ms:.0f}",
             )
             logger.info("%s %s: hit@10 %.3f MRR %.3f", name, path.stem, m.hit10, m.mrr)

@@ -68,9 +68,7 @@ def bot_settings(api: BotAPIServer, data_dir: Path) -> Settings:
     )
 
 
-async def run(
-    users: int, workers: int, delay: float, kind: str, data_dir: Path, rate: float
-) -> dict[str, float]:
+async def run(users: int, workers: int, delay: float, kind: str, data_dir: Path, rate: float) -> dict[str, float]:
     """Seconds from the moment all questions are queued to each answer."""
     qa = ScriptedQA(delay=delay) if kind == "sleep" else cpu_chain(delay, rate)
     async with BotAPIServer() as api:
@@ -86,14 +84,10 @@ async def run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--delay", type=float, default=0.5, help="seconds the chain takes per question")
     parser.add_argument("--users", type=int, nargs="+", default=[1, 10, 20])
-    parser.add_argument(
-        "--workers", type=int, nargs="+", default=[1, 16], help="qa_workers (threads for the chain)"
-    )
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 16], help="qa_workers (threads for the chain)")
     parser.add_argument("--kind", choices=["sleep", "cpu", "both"], default="both")
     args = parser.parse_args()
     quiet_noisy_loggers()

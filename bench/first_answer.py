@@ -32,7 +32,9 @@ def _ask(args: list[str]) -> tuple[float, float, dict, str]:
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "rag_chain", "ask", "--json", *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     with ThreadPoolExecutor(2) as pool:  # drain both pipes while wait4 reaps the child with its own usage
         out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)  # type: ignore[union-attr]

@@ -48,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     stages = Stages(dense=False, sparse=False) if args.bm25_only else Stages()
     retrieval = Retrieval.load(settings, stages=stages)
     chain = dialogue_chain(settings, retrieval)
-    print(f"loaded in {time.perf_counter() - started:.1f} s; searches: "
-          f"{'BM25 only' if args.bm25_only else 'all built'}\n")
+    print(
+        f"loaded in {time.perf_counter() - started:.1f} s; searches: {'BM25 only' if args.bm25_only else 'all built'}\n"
+    )
     default = chain.followup.rule
     for path, dialogues in gold.items():
         reports = evaluate_dialogues(chain, dialogues, args.k, name=path.stem)

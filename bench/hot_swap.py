@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         ("publication → swapped (background load), s", f"{swap_s:.1f}"),
         ("questions answered during the load", str(len(during))),
         ("latency before, p50 ms", f"{statistics.median(baseline):.0f}"),
-        ("latency during the load, p50 / max ms",
-         f"{statistics.median(during):.0f} / {max(during):.0f}" if during else "—"),
+        (
+            "latency during the load, p50 / max ms",
+            f"{statistics.median(during):.0f} / {max(during):.0f}" if during else "—",
+        ),
         ("latency after, p50 ms", f"{statistics.median(after):.0f}" if after else "—"),
         ("peak RSS with one chain, MB", f"{rss_one:.0f}"),
         ("peak RSS through the swap, MB", f"{rss_two:.0f}"),

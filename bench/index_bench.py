@@ -50,9 +50,7 @@ def corpus_slice(shared: Path, n_first: int) -> list[Chunk]:
     per_doc = max(1, n_first // len(files) + 1)
     chunks: list[Chunk] = []
     for f in files:
-        articles = [
-            a for a in parse_text(f.read_text(encoding="utf-8"), f.stem, "ru") if a.status == "in_force"
-        ]
+        articles = [a for a in parse_text(f.read_text(encoding="utf-8"), f.stem, "ru") if a.status == "in_force"]
         step = max(1, len(articles) // per_doc)
         for a in articles[::step][:per_doc]:
             chunks.extend(chunk_article(a, source(f.stem)))
@@ -101,9 +99,7 @@ def main() -> None:
         (settings.index_dir / "faiss" / "meta.json").unlink()  # force a rewrite served wholly by the cache
         start = time.perf_counter()
         cached = build_index(settings, chunks=chunks, embeddings=nano, progress=False)
-        rows.append(
-            ("rebuild from cache", f"{time.perf_counter() - start:.2f} s, embedded {cached.embedded}")
-        )
+        rows.append(("rebuild from cache", f"{time.perf_counter() - start:.2f} s, embedded {cached.embedded}"))
         rows.append(
             (
                 "size on disk",

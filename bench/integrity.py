@@ -46,8 +46,9 @@ def main(argv: list[str] | None = None) -> None:
         verdict = db.execute("PRAGMA quick_check").fetchone()[0]
         seconds = time.perf_counter() - started
         db.close()
-        print(f"| cache/embeddings.sqlite quick_check ({verdict}) | {cache.stat().st_size / 1e6:.1f} | "
-              f"{seconds:.3f} | |")
+        print(
+            f"| cache/embeddings.sqlite quick_check ({verdict}) | {cache.stat().st_size / 1e6:.1f} | {seconds:.3f} | |"
+        )
 
 
 if __name__ == "__main__":

@@ -16,9 +16,7 @@ from corpus.errors import UserError
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bot", description=__doc__)
-    parser.add_argument(
-        "--data-dir", type=Path, help="corpus, index and bot state (default: DATA_DIR or ./data)"
-    )
+    parser.add_argument("--data-dir", type=Path, help="corpus, index and bot state (default: DATA_DIR or ./data)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logs, including users' messages")
     args = parser.parse_args(argv)
 

@@ -176,7 +176,9 @@ def _build_index(settings: Settings, pending: IndexPending) -> None:
 
     logger.info(
         "answering with the lexical searches while the %s are built in the background (%s on 2 cores; "
-        "BACKGROUND_INDEX_BUILD=false turns this off)", pending.what, pending.eta(),
+        "BACKGROUND_INDEX_BUILD=false turns this off)",
+        pending.what,
+        pending.eta(),
     )
     started = time.perf_counter()
     try:
@@ -184,8 +186,10 @@ def _build_index(settings: Settings, pending: IndexPending) -> None:
     except Exception:
         logger.exception("the background index build failed: answers stay lexical until `%s`", pending.command)
         return
-    logger.info("search index built in the background in %.1f min and published: answers switch to it",
-                (time.perf_counter() - started) / 60)
+    logger.info(
+        "search index built in the background in %.1f min and published: answers switch to it",
+        (time.perf_counter() - started) / 60,
+    )
 
 
 async def _retention_daily(app: Application) -> None:
@@ -244,9 +248,7 @@ def build_application(
         .token(token)
         .base_url(settings.telegram_api_url)
         .base_file_url(settings.telegram_file_url)
-        .defaults(
-            Defaults(parse_mode=ParseMode.HTML, link_preview_options=LinkPreviewOptions(is_disabled=True))
-        )
+        .defaults(Defaults(parse_mode=ParseMode.HTML, link_preview_options=LinkPreviewOptions(is_disabled=True)))
         .rate_limiter(AIORateLimiter(max_retries=3))
         .concurrent_updates(True)
         # Only user_data (the /lang choice) is kept across restarts, as JSON in the same database.

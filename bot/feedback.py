@@ -150,8 +150,9 @@ def _restrict(path: Path, mode: int) -> None:
     try:
         os.chmod(path, mode)
     except PermissionError as err:
-        logger.warning("%s is %o, not %o, and cannot be changed (%s): run chmod %o %s", path, current, mode, err,
-                       mode, path)
+        logger.warning(
+            "%s is %o, not %o, and cannot be changed (%s): run chmod %o %s", path, current, mode, err, mode, path
+        )
 
 
 def private_dir(path: Path) -> Path:
@@ -255,13 +256,9 @@ class FeedbackStore:
         finally:
             db.close()
 
-    def record_answer(
-        self, result: QAResult, *, user_id: int | None, chat_id: int | None, latency: float
-    ) -> int:
+    def record_answer(self, result: QAResult, *, user_id: int | None, chat_id: int | None, latency: float) -> int:
         """Store an answered question; returns its id (the one rating buttons carry)."""
-        sources = json.dumps(
-            [{"citation": s.citation(), "url": s.url} for s in result.sources], ensure_ascii=False
-        )
+        sources = json.dumps([{"citation": s.citation(), "url": s.url} for s in result.sources], ensure_ascii=False)
         with self._connect() as db:
             cur = db.execute(
                 "INSERT INTO questions (created_at, user_id, chat_id, lang, question, answer, sources,"
@@ -290,9 +287,7 @@ class FeedbackStore:
             cur = db.execute(
                 "INSERT INTO questions (created_at, user_id, chat_id, question, latency, error)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                _params(
-                    time.time(), user_id, chat_id, question, latency, f"{type(error).__name__}: {error}"[:1000]
-                ),
+                _params(time.time(), user_id, chat_id, question, latency, f"{type(error).__name__}: {error}"[:1000]),
             )
             return _inserted_id(cur)
 
@@ -305,9 +300,7 @@ class FeedbackStore:
         if rating not in (-1, 1):
             raise ValueError(f"rating must be +1 or -1, not {rating}")
         with self._connect() as db:
-            row = db.execute(
-                "SELECT user_id FROM questions WHERE id = ? AND error IS NULL", (question_id,)
-            ).fetchone()
+            row = db.execute("SELECT user_id FROM questions WHERE id = ? AND error IS NULL", (question_id,)).fetchone()
             if row is None:
                 return "gone"
             if row[0] != user_id:
@@ -486,8 +479,7 @@ class FeedbackStore:
             ).rowcount
             questions = db.execute("DELETE FROM questions WHERE created_at < ?", (cutoff,)).rowcount
             user_ids = tuple(
-                row[0]
-                for row in db.execute("DELETE FROM user_state WHERE updated_at < ? RETURNING user_id", (cutoff,))
+                row[0] for row in db.execute("DELETE FROM user_state WHERE updated_at < ? RETURNING user_id", (cutoff,))
             )
         logger.info(
             "retention (%d days): deleted %d questions (%d of them in conversations), %d ratings, %d user states",
@@ -510,9 +502,7 @@ class FeedbackStore:
             ).fetchone()
             latencies = [
                 row[0]
-                for row in db.execute(
-                    "SELECT latency FROM questions WHERE error IS NULL AND latency IS NOT NULL"
-                )
+                for row in db.execute("SELECT latency FROM questions WHERE error IS NULL AND latency IS NOT NULL")
             ]
         return FeedbackStats(
             questions=questions,

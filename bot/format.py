@@ -170,9 +170,7 @@ def link(url: str, label: str) -> str:
 def source_line(source: Source, lang: Lang) -> str:
     """«[S1] УК РК, Статья 188. Кража» linked to adilet, marked when repealed."""
     label = source.citation()
-    line = f"<b>[{escape(source.source_id)}]</b> " + (
-        link(source.url, label) if source.url else escape(label)
-    )
+    line = f"<b>[{escape(source.source_id)}]</b> " + (link(source.url, label) if source.url else escape(label))
     if source.status == "repealed":
         line += f" — <i>{t('repealed', lang)}</i>"
     return line
@@ -199,8 +197,12 @@ def format_about(summary: DataSummary | None, lang: Lang) -> str:
     editions = ""
     if summary.oldest_edition and summary.newest_edition:
         editions = t(
-            "about_editions", lang, oldest=summary.oldest_edition, newest=summary.newest_edition,
-            as_of=summary.editions_as_of, amended=summary.editions_amended,
+            "about_editions",
+            lang,
+            oldest=summary.oldest_edition,
+            newest=summary.newest_edition,
+            as_of=summary.editions_as_of,
+            amended=summary.editions_amended,
         )
     searches = [t("about_lexical", lang)]
     for key, n in (("about_vectors", summary.vectors), ("about_latent", summary.latent_rows)):
@@ -209,8 +211,12 @@ def format_about(summary: DataSummary | None, lang: Lang) -> str:
     return t(
         "about",
         lang,
-        documents=t("about_documents", lang, ru=count(summary.totals.get("ru", LangTotals()).documents),
-                    kk=count(summary.totals.get("kk", LangTotals()).documents)),
+        documents=t(
+            "about_documents",
+            lang,
+            ru=count(summary.totals.get("ru", LangTotals()).documents),
+            kk=count(summary.totals.get("kk", LangTotals()).documents),
+        ),
         articles=count(sum(x.articles for x in totals)),
         repealed=count(sum(x.repealed for x in totals)),
         chunks=count(sum(x.chunks for x in totals)),

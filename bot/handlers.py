@@ -141,7 +141,7 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 lang,
                 per_minute=svc.settings.telegram_rate_limit_per_minute,
                 seconds=math.ceil(wait),
-            )
+            ),
         )
         return
 
@@ -217,9 +217,7 @@ async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
         return
     lang = user_lang(update, context)
     question_id, up = int(match.group(1)), match.group(2) == "up"
-    outcome = await asyncio.to_thread(
-        services(context).store.rate, question_id, query.from_user.id, 1 if up else -1
-    )
+    outcome = await asyncio.to_thread(services(context).store.rate, question_id, query.from_user.id, 1 if up else -1)
     if outcome == "not_asker":  # e.g. in a group: the buttons are under someone else's answer
         await query.answer(t("rate_not_asker", lang))
         return
@@ -263,7 +261,7 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
             down=s.down,
             p50=secs(s.latency_p50),
             p95=secs(s.latency_p95),
-        )
+        ),
     )
 
 

@@ -35,9 +35,7 @@ def answer_keyboard(result: QAResult, question_id: int, lang: Lang) -> InlineKey
         entry = SOURCES_BY_ID.get(s.doc_id)
         url = s.url or (entry.url(s.lang) if entry else "")
         if url.startswith(("https://", "http://")):
-            buttons.append(
-                InlineKeyboardButton(t("article_button", lang, code=s.code, number=s.article), url=url)
-            )
+            buttons.append(InlineKeyboardButton(t("article_button", lang, code=s.code, number=s.article), url=url))
     rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
     rows.append(
         [
@@ -67,6 +65,4 @@ def mark_rating(markup: InlineKeyboardMarkup, question_id: int, up: bool) -> Inl
 
 def lang_keyboard() -> InlineKeyboardMarkup:
     names = {"ru": "Русский", "kk": "Қазақша"}
-    return InlineKeyboardMarkup(
-        [[InlineKeyboardButton(names[lang], callback_data=f"lang:{lang}") for lang in LANGS]]
-    )
+    return InlineKeyboardMarkup([[InlineKeyboardButton(names[lang], callback_data=f"lang:{lang}") for lang in LANGS]])

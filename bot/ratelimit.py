@@ -14,9 +14,7 @@ class SlidingWindowLimiter:
     writing while limited gets through as soon as the window allows.
     """
 
-    def __init__(
-        self, max_events: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, max_events: int, window: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_events = max_events
         self.window = window
         self._clock = clock

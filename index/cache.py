@@ -44,7 +44,10 @@ class EmbeddingCache:
             aside = _move_aside(path)
             logger.warning(
                 "The embedding cache %s is damaged (%s): moved to %s, starting an empty one (what it held is "
-                "embedded again)", path, err, aside.name,
+                "embedded again)",
+                path,
+                err,
+                aside.name,
             )
             self._db = self._connect(path)
 
@@ -71,9 +74,7 @@ class EmbeddingCache:
             for i in range(0, len(keys), 500):  # SQLite caps the number of bound parameters
                 part = list(keys[i : i + 500])
                 marks = ",".join("?" * len(part))
-                for key, blob in self._db.execute(
-                    f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", part
-                ):
+                for key, blob in self._db.execute(f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", part):
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
 

@@ -124,8 +124,9 @@ def sync_pinecone(
         records.delete_keys(recorded)
     texts = {c.text: embedding_text(c, settings) for c in selected}
     keys = {c.chunk_id: f"{c.chunk_id}#{content_hash(model, texts[c.text], chunk_hash(c))[:16]}" for c in selected}
-    todo = [c for c, known in zip(selected, records.exists([keys[c.chunk_id] for c in selected]), strict=True)
-            if not known]
+    todo = [
+        c for c, known in zip(selected, records.exists([keys[c.chunk_id] for c in selected]), strict=True) if not known
+    ]
     logger.info(
         "Pinecone %s/%s: %d of %d vectors to upsert",
         settings.pinecone_host,

@@ -160,9 +160,7 @@ def build_sparse(
     return SparseReport(len(rows), len(todo), seconds)
 
 
-def load_sparse(
-    settings: Settings, texts: Sequence[str] | None = None
-) -> tuple[sparse.csr_matrix, list[str]] | None:
+def load_sparse(settings: Settings, texts: Sequence[str] | None = None) -> tuple[sparse.csr_matrix, list[str]] | None:
     """(matrix, chunk id of each row), or None (logged once) when it was not built or, given the `texts` it
     should hold (as build_sparse got them), when it was built from other ones; DamagedFile when its meta.json
     or matrix.npz is not what the build wrote."""

@@ -97,7 +97,7 @@ def is_editor_note(paragraph: str) -> bool:
 
 def _note_header_only(paragraph: str) -> bool:
     m = EDITOR_NOTE.match(paragraph)
-    return m is not None and not paragraph[m.end():].strip()
+    return m is not None and not paragraph[m.end() :].strip()
 
 
 def split_notes(paras: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
@@ -148,7 +148,7 @@ def trailing_editor_note(lines: Sequence[str], next_number: str) -> int:
     for start in starts:
         m = EDITOR_NOTE.match(clean(raw[start]))
         if m:
-            note = clean(clean(raw[start])[m.end():] + " " + " ".join(raw[start + 1:end]))
+            note = clean(clean(raw[start])[m.end() :] + " " + " ".join(raw[start + 1 : end]))
             about = _ABOUT_ARTICLE.match(note)
             return start if about and next_number in about.groups() else len(raw)
     return len(raw)

@@ -29,49 +29,62 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Then build the search index: python -m ingest_adilet index",
     )
     parser.add_argument(
-        "--from-dir", type=Path, metavar="DIR",
+        "--from-dir",
+        type=Path,
+        metavar="DIR",
         help="read texts from DIR (rus/ID.txt, kaz/ID.txt, html/ID.html) instead of live adilet",
     )
-    parser.add_argument(
-        "--data-dir", type=Path, metavar="DIR", help="where the corpus goes (default: DATA_DIR)"
-    )
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="where the corpus goes (default: DATA_DIR)")
     parser.add_argument(
         "--docs", nargs="+", metavar="ID", help="only these adilet ids (default: every registry document)"
     )
-    parser.add_argument(
-        "--lang", nargs="+", choices=["ru", "kk"], help="languages (default: INGEST_LANGUAGES)"
-    )
+    parser.add_argument("--lang", nargs="+", choices=["ru", "kk"], help="languages (default: INGEST_LANGUAGES)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
     sub = parser.add_subparsers(dest="command", metavar="{index,pack,unpack,refresh}")
     index = sub.add_parser(
-        "index", help="build the search index from the corpus",
+        "index",
+        help="build the search index from the corpus",
         description="Embed the corpus chunks and build the BM25 and vector indexes (DATA_DIR/index).",
     )
     # SUPPRESS keeps a --data-dir given before the subcommand when none is given after it.
-    index.add_argument("--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
-                       help="where the corpus is and the index goes (default: DATA_DIR)")
     index.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step"
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="where the corpus is and the index goes (default: DATA_DIR)",
     )
+    index.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
     packer = sub.add_parser(
-        "pack", help="write the built corpus and index to one file, for an office without internet",
+        "pack",
+        help="write the built corpus and index to one file, for an office without internet",
         description="Write DATA_DIR's corpus, vectors and latent terms, with a manifest (documents, editions, "
         "embedding model, index settings, sha256 of every file), to one file. The embedding cache is not packed.",
     )
     packer.add_argument("out", type=Path, metavar="PACK", help="the file to write (e.g. kz-law.pack.tar.gz)")
-    packer.add_argument("--compress", choices=["gz", "xz", "none"], default="gz",
-                        help="gz (default): about a third of the size in seconds; xz: smaller, much slower")
+    packer.add_argument(
+        "--compress",
+        choices=["gz", "xz", "none"],
+        default="gz",
+        help="gz (default): about a third of the size in seconds; xz: smaller, much slower",
+    )
     unpacker = sub.add_parser(
-        "unpack", help="verify a pack and install it into the data dir",
+        "unpack",
+        help="verify a pack and install it into the data dir",
         description="Check that this data dir's settings can search the pack (same embedding model and index "
         "settings), extract it, verify every file, then swap the corpus and index in. The data dir is left as it "
         "was when anything fails.",
     )
     unpacker.add_argument("pack", type=Path, metavar="PACK")
     for p in (packer, unpacker):
-        p.add_argument("--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS,
-                       help="the data dir to pack from / unpack into (default: DATA_DIR)")
+        p.add_argument(
+            "--data-dir",
+            type=Path,
+            metavar="DIR",
+            default=argparse.SUPPRESS,
+            help="the data dir to pack from / unpack into (default: DATA_DIR)",
+        )
         p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
     _refresh_parser(sub)
     return parser
@@ -79,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _refresh_parser(sub: argparse._SubParsersAction) -> None:
     refresh = sub.add_parser(
-        "refresh", help="fetch the documents again, update what changed, publish corpus and index together",
+        "refresh",
+        help="fetch the documents again, update what changed, publish corpus and index together",
         description="Fetch the registry documents from adilet again (or read a newer --from-dir), re-parse the "
         "changed ones, re-embed only changed chunks, and publish the new corpus and index together; prints the "
         "articles added, changed and repealed. A failure leaves the previous build in place (exit 1 or 2).",
@@ -118,9 +132,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
             f"Building the corpus in {settings.corpus_dir} from {origin}: {n_docs} documents × {n_langs} "
             f"language(s), parsed into articles and chunks; this takes {eta}."
         )
-    report = ingest(
-        settings, source_dir=source_dir, doc_ids=args.docs, langs=args.lang, progress=not args.no_progress
-    )
+    report = ingest(settings, source_dir=source_dir, doc_ids=args.docs, langs=args.lang, progress=not args.no_progress)
     if any(r.outcome == "ingested" for r in report.results):
         from index.publish import publish
 
@@ -168,8 +180,13 @@ def _refresh(args: argparse.Namespace, settings: Settings) -> int:
 
     as_json = args.json
     try:
-        report = refresh(settings, source_dir=args.from_dir, doc_ids=args.docs, langs=args.lang,
-                         progress=not as_json and not args.no_progress)
+        report = refresh(
+            settings,
+            source_dir=args.from_dir,
+            doc_ids=args.docs,
+            langs=args.lang,
+            progress=not as_json and not args.no_progress,
+        )
     except RefreshFailed as err:
         if as_json:
             print(json.dumps({"ok": False, "error": str(err)}, ensure_ascii=False))
@@ -202,8 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("pack", "unpack"):
             from ingest_adilet.pack import pack, report_table, unpack
 
-            report = pack(settings, args.out, compression=args.compress) if args.command == "pack" else (
-                unpack(settings, args.pack)
+            report = (
+                pack(settings, args.out, compression=args.compress)
+                if args.command == "pack"
+                else (unpack(settings, args.pack))
             )
             Console().print(report_table(report, args.command))
             return 0

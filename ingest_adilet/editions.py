@@ -40,4 +40,3 @@ def amended_through(articles: Iterable[Article]) -> str | None:
         return None
     year, month, day = latest
     return f"{day:02d}.{month:02d}.{year:04d}"
-

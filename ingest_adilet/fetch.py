@@ -172,9 +172,7 @@ class AdiletFetcher:
             if response.is_error:
                 raise IngestError(f"{doc_id}: adilet answered HTTP {response.status_code} at {url}")
             return response
-        raise IngestError(
-            f"{doc_id}: adilet did not answer ({problem}, {attempts} attempts) at {url}; try again later"
-        )
+        raise IngestError(f"{doc_id}: adilet did not answer ({problem}, {attempts} attempts) at {url}; try again later")
 
     def _wait_politely(self) -> None:
         if self._last_request is None:

@@ -41,8 +41,30 @@ _SIGNATURE = re.compile(r"^(?:Президент\s+Республики\s+Каз
 _UPPERCASE_TITLE = re.compile(r"^[^a-zа-яёәіңғүұқөһ]*[A-ZА-ЯЁӘІҢҒҮҰҚӨҺ]{3}[^a-zа-яёәіңғүұқөһ]*$")
 
 _BLOCK = frozenset(
-    {"p", "div", "table", "tr", "td", "th", "li", "ul", "ol", "h1", "h2", "h4", "h5", "h6", "blockquote",
-     "section", "article", "center", "pre", "dl", "dt", "dd"}
+    {
+        "p",
+        "div",
+        "table",
+        "tr",
+        "td",
+        "th",
+        "li",
+        "ul",
+        "ol",
+        "h1",
+        "h2",
+        "h4",
+        "h5",
+        "h6",
+        "blockquote",
+        "section",
+        "article",
+        "center",
+        "pre",
+        "dl",
+        "dt",
+        "dd",
+    }
 )
 _SKIP = frozenset({"script", "style", "noscript", "head", "title", "iframe", "svg", "button", "form"})
 
@@ -108,12 +130,7 @@ def _edition_date(soup: BeautifulSoup) -> str | None:
 
 def _law_container(soup: BeautifulSoup) -> Tag:
     """The element holding the law text: the page's `<article>`, or the whole fragment for API text."""
-    return (
-        soup.select_one("div.container_gamma.text article")
-        or soup.find("article")
-        or soup.body
-        or soup
-    )
+    return soup.select_one("div.container_gamma.text article") or soup.find("article") or soup.body or soup
 
 
 def _is_chrome(tag: Tag) -> bool:

@@ -60,7 +60,13 @@ PACK_COMMAND = "python -m ingest_adilet pack PACK --data-dir DIR"
 
 # What a truncated or garbled pack raises while it is read (gzip.BadGzipFile is an OSError: named on its own).
 _READ_ERRORS = (
-    tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, UnicodeDecodeError, json.JSONDecodeError
+    tarfile.TarError,
+    EOFError,
+    zlib.error,
+    gzip.BadGzipFile,
+    lzma.LZMAError,
+    UnicodeDecodeError,
+    json.JSONDecodeError,
 )
 
 

@@ -35,9 +35,15 @@ logger = logging.getLogger(__name__)
 # Bump when what an unchanged input yields changes for a reason outside the parser modules below.
 PARSER_VERSION = "1"
 # Their source is part of the input hash: a change to parsing or chunking re-parses every document.
-_PARSER_MODULES = ("ingest_adilet/headings.py", "ingest_adilet/articles.py", "ingest_adilet/text_parser.py",
-                   "ingest_adilet/html_parser.py", "ingest_adilet/editions.py", "corpus/chunking.py",
-                   "corpus/records.py")
+_PARSER_MODULES = (
+    "ingest_adilet/headings.py",
+    "ingest_adilet/articles.py",
+    "ingest_adilet/text_parser.py",
+    "ingest_adilet/html_parser.py",
+    "ingest_adilet/editions.py",
+    "corpus/chunking.py",
+    "corpus/records.py",
+)
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
 LAYOUT = "rus/ID.txt, kaz/ID.txt, html/ID.html"
 
@@ -120,9 +126,7 @@ def _input_hash(inp: _Input, settings: Settings) -> str:
     return content_hash(parser_version(), str(settings.chunk_max_chars), inp.source, inp.raw)
 
 
-def _records(
-    doc: AdiletSource, lang: Lang, inp: _Input, settings: Settings
-) -> DocumentRecords:
+def _records(doc: AdiletSource, lang: Lang, inp: _Input, settings: Settings) -> DocumentRecords:
     """Parse and chunk one input; no articles at all is an error, never an empty document."""
     articles, edition_date = inp.parse()
     # A saved page states its edition («по состоянию на»); a text snapshot gets the honest proxy, the latest
@@ -135,9 +139,7 @@ def _records(
             f"{doc.doc_id} ({lang}): no articles found in the {inp.source} text; the page may be an empty "
             "shell or a captcha — check it in a browser, or ingest from a saved copy with --from-dir"
         )
-    chunks: list[Chunk] = [
-        c for a in articles for c in chunk_article(a, doc, max_chars=settings.chunk_max_chars)
-    ]
+    chunks: list[Chunk] = [c for a in articles for c in chunk_article(a, doc, max_chars=settings.chunk_max_chars)]
     return DocumentRecords(
         doc_id=doc.doc_id,
         lang=lang,
@@ -285,7 +287,11 @@ def _ingest_one(
                 if i + 1 < len(inputs):
                     logger.warning(
                         "%s (%s): the %s input failed (%s); using the %s instead",
-                        doc.doc_id, lang, inp.source, reason, inputs[i + 1].source,
+                        doc.doc_id,
+                        lang,
+                        inp.source,
+                        reason,
+                        inputs[i + 1].source,
                     )
                 else:
                     logger.debug("%s (%s) failed", doc.doc_id, lang, exc_info=True)
@@ -324,7 +330,11 @@ def summary_table(report: IngestReport) -> Table:
         done = [r for r in rs if r.outcome in ("ingested", "unchanged")]
         count = {o: sum(r.outcome == o for r in rs) for o in ("ingested", "unchanged", "skipped", "failed")}
         table.add_row(
-            lang, str(len(done)), str(count["ingested"]), str(count["unchanged"]), str(count["skipped"]),
+            lang,
+            str(len(done)),
+            str(count["ingested"]),
+            str(count["unchanged"]),
+            str(count["skipped"]),
             f"[red]{count['failed']}[/red]" if count["failed"] else "0",
             str(sum(r.articles for r in done)),
             str(sum(r.repealed for r in done)),

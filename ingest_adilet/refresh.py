@@ -302,19 +302,25 @@ def report_tables(report: RefreshReport) -> list[Table | str]:
             if d.previous_edition_date and d.previous_edition_date != d.edition_date:
                 edition = f"{d.previous_edition_date} → {edition}"
             title = d.title if len(d.title) <= 40 else d.title[:39] + "…"
-            table.add_row(f"{d.doc_id} {title}", d.lang, edition, *(
-                _numbers(n) for n in (d.added, d.changed, d.repealed, d.removed)
-            ))
+            table.add_row(
+                f"{d.doc_id} {title}",
+                d.lang,
+                edition,
+                *(_numbers(n) for n in (d.added, d.changed, d.repealed, d.removed)),
+            )
         out.append(table)
     else:
-        out.append(f"No article changed ({report.reparsed} document(s) re-parsed, {report.unchanged} unchanged, "
-                   f"{report.skipped} skipped).")
+        out.append(
+            f"No article changed ({report.reparsed} document(s) re-parsed, {report.unchanged} unchanged, "
+            f"{report.skipped} skipped)."
+        )
     out.append(
         f"Index: {report.vectors} vectors for {report.chunks} chunks: {report.embedded} embedded now, "
         f"{report.reused} reused from the cache; latent terms encoded now: {report.latent_encoded}."
     )
     out.append(
-        f"Published build {report.generation} in {report.data_dir} ({report.seconds:.1f} s)." if report.changed
+        f"Published build {report.generation} in {report.data_dir} ({report.seconds:.1f} s)."
+        if report.changed
         else f"Nothing changed: the build in {report.data_dir} stays as it is ({report.seconds:.1f} s)."
     )
     return out

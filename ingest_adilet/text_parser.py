@@ -85,9 +85,7 @@ def _raw_title(line: str, heading: ArticleHeading) -> str:
 
 def _finish(article: _Open, doc_id: str, lang: Lang, url: str, edition_date: str | None) -> Article:
     title = clean("".join(article.title)).lstrip(". ").strip()
-    return build_article(
-        doc_id, lang, article.heading.number, title, article.body, article.path, url, edition_date
-    )
+    return build_article(doc_id, lang, article.heading.number, title, article.body, article.path, url, edition_date)
 
 
 def _notes_only(lines: list[str]) -> list[str]:
@@ -96,9 +94,7 @@ def _notes_only(lines: list[str]) -> list[str]:
     return [p for note in (*footnotes, *notes) for p in (note, "")]
 
 
-def parse_text(
-    text: str, doc_id: str, lang: Lang, url: str = "", edition_date: str | None = None
-) -> list[Article]:
+def parse_text(text: str, doc_id: str, lang: Lang, url: str = "", edition_date: str | None = None) -> list[Article]:
     """Articles of one document in reading order; a table of contents (headings without bodies) is skipped."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     path = HeadingPath()

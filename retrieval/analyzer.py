@@ -14,8 +14,17 @@ from functools import lru_cache
 from corpus.lang import has_kazakh_letters, normalize, stem_kk, stem_ru
 from corpus.records import Lang
 
-__all__ = ["analyze", "analyze_phrases", "detect_lang", "has_kazakh_letters", "normalize", "stem",
-           "stem_kk", "stem_ru", "tokenize"]
+__all__ = [
+    "analyze",
+    "analyze_phrases",
+    "detect_lang",
+    "has_kazakh_letters",
+    "normalize",
+    "stem",
+    "stem_kk",
+    "stem_ru",
+    "tokenize",
+]
 
 logger = logging.getLogger(__name__)
 

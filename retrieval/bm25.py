@@ -63,9 +63,7 @@ class SparseScorer:
 class SparseBM25(SparseScorer):
     """Okapi BM25 (rank-bm25's BM25Okapi formula) with per-term weights precomputed in a sparse matrix."""
 
-    def __init__(
-        self, corpus: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25
-    ):
+    def __init__(self, corpus: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
         """Args: corpus: the analyzed terms of each document; k1, b, epsilon: as in rank_bm25.BM25Okapi."""
         self.vocab: dict[str, int] = {}
         rows: list[int] = []
@@ -79,9 +77,7 @@ class SparseBM25(SparseScorer):
                 cols.append(self.vocab.setdefault(term, len(self.vocab)))
                 tfs.append(tf)
         n_docs = len(corpus)
-        tf = sparse.csc_matrix(
-            (np.asarray(tfs, dtype=np.float32), (rows, cols)), shape=(n_docs, len(self.vocab))
-        )
+        tf = sparse.csc_matrix((np.asarray(tfs, dtype=np.float32), (rows, cols)), shape=(n_docs, len(self.vocab)))
         df = np.diff(tf.indptr).astype(np.float32)  # documents per term (csc: nonzeros per column)
         idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
         # rank-bm25 floors negative idf (terms in over half the documents) at epsilon × the mean idf.
@@ -174,9 +170,7 @@ class ChunkBM25Retriever(BM25Retriever):
         """The score of every document (chunk) in `docs` for the query, in their order (0: no match)."""
         return self.vectorizer.get_scores(self.preprocess_func(query))
 
-    def search(
-        self, query: str, k: int | None = None, *, where: dict[str, Any] | None = None
-    ) -> list[Document]:
+    def search(self, query: str, k: int | None = None, *, where: dict[str, Any] | None = None) -> list[Document]:
         """The k best documents (or articles, see group_by) for a query, optionally within a filter."""
         k = k or self.k
         where = {**(self.filter or {}), **(where or {})}
@@ -194,15 +188,11 @@ class ChunkBM25Retriever(BM25Retriever):
                     continue
                 seen.add(key)
             out.append(
-                Document(
-                    page_content=doc.page_content, metadata={**doc.metadata, self.score_key: score}, id=doc.id
-                )
+                Document(page_content=doc.page_content, metadata={**doc.metadata, self.score_key: score}, id=doc.id)
             )
             if len(out) == k:
                 break
         return out
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return self.search(query)

@@ -347,10 +347,7 @@ def format_report(report: EvalReport) -> str:
         table.add_row(
             label,
             str(m.n),
-            *(
-                f"{v:.3f}"
-                for v in (m.hit1, m.hit5, m.hit10, m.recall5, m.recall10, m.recall20, m.mrr, m.ndcg10)
-            ),
+            *(f"{v:.3f}" for v in (m.hit1, m.hit5, m.hit10, m.recall5, m.recall10, m.recall20, m.mrr, m.ndcg10)),
         )
     table.caption = f"latency p50 {report.latency_p50_ms:.0f} ms, p95 {report.latency_p95_ms:.0f} ms"
     buf = io.StringIO()
@@ -380,9 +377,7 @@ def main(argv: Sequence[str] | None, settings: Settings) -> int:
     )
     parser.add_argument("--data-dir", type=Path, help="data directory (corpus and index); default DATA_DIR")
     parser.add_argument("--k", type=int, default=20, help="articles ranked per question")
-    parser.add_argument(
-        "--out", type=Path, help="write rankings as JSONL (with several files: FILE.<name>.jsonl)"
-    )
+    parser.add_argument("--out", type=Path, help="write rankings as JSONL (with several files: FILE.<name>.jsonl)")
     args = parser.parse_args(argv)
     if not args.questions and not args.dialogues:
         parser.error("give --questions FILE.jsonl and/or --dialogues FILE.jsonl")

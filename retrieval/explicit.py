@@ -80,8 +80,11 @@ class ExplicitRetriever(BaseRetriever):
         return [
             ref
             for ref in dict.fromkeys(info.refs)
-            if ((ref.doc_id, ref.article) not in self.articles if ref.doc_id
-                else _number(ref.article) not in YEARS and not self.articles.documents_with_number(ref.article))
+            if (
+                (ref.doc_id, ref.article) not in self.articles
+                if ref.doc_id
+                else _number(ref.article) not in YEARS and not self.articles.documents_with_number(ref.article)
+            )
         ]
 
     def nearest(self, ref: ArticleRef, n: int = SUGGESTIONS) -> list[ArticleKey]:
@@ -102,9 +105,7 @@ class ExplicitRetriever(BaseRetriever):
             for key in self.keys(info)
         ]
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
-    ) -> list[Document]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         return self.documents(as_query(query, self.analyze).info)
 
 
@@ -159,8 +160,8 @@ def unknown_codes(question: str) -> tuple[str, ...]:
         while after and after[0] in _STATE:
             after.pop(0)
         kazakh = has_kazakh_letters(norm)
-        named_before = bool(before) and before[-1] not in _POINTERS and (
-            kazakh or bool(_RU_ADJECTIVE.search(before[-1]))
+        named_before = (
+            bool(before) and before[-1] not in _POINTERS and (kazakh or bool(_RU_ADJECTIVE.search(before[-1])))
         )
         named_after = bool(after) and after[0] in _ABOUT and len(after) > 1
         if not (named_before or named_after):

@@ -218,8 +218,11 @@ def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Doc
     if not keys:
         return Pool(keys, docs, m, remedy)
 
-    searches = [s for s, on in zip(SEARCHES, (retrieval.bm25, retrieval.vector_store, retrieval.latent), strict=True)
-                if on is not None]
+    searches = [
+        s
+        for s, on in zip(SEARCHES, (retrieval.bm25, retrieval.vector_store, retrieval.latent), strict=True)
+        if on is not None
+    ]
     for j, d in enumerate(docs[:n_fused]):
         ranks = d.metadata.get("ranks") or []
         for s, r in zip(searches, ranks, strict=False):

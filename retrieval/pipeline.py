@@ -255,9 +255,7 @@ class Retrieval:
         timings.update(analyze_ms=(t1 - t0) * 1000, search_ms=(t2 - t1) * 1000, rerank_ms=(t3 - t2) * 1000)
         return query, ranked
 
-    def rank_articles(
-        self, question: str, k: int, followup: Followup = NO_FOLLOWUP
-    ) -> list[tuple[str, str, float]]:
+    def rank_articles(self, question: str, k: int, followup: Followup = NO_FOLLOWUP) -> list[tuple[str, str, float]]:
         """(doc_id, article, score) of the k best articles, best first (the eval harness's view)."""
         if not any(ch.isalnum() for ch in question):
             return []

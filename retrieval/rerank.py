@@ -112,6 +112,4 @@ def load_reranker(settings: Settings, *, top_n: int | None = None) -> FloatFlash
                 root.removeHandler(h)
         root.setLevel(level)
     logger.info("Reranker: FlashRank %s from %s", settings.flashrank_model, model_dir(settings))
-    return FloatFlashrankRerank(
-        client=client, top_n=top_n or settings.rerank_top_n, model=settings.flashrank_model
-    )
+    return FloatFlashrankRerank(client=client, top_n=top_n or settings.rerank_top_n, model=settings.flashrank_model)

@@ -35,9 +35,7 @@ def decide(
     missing = explicit.missing(info)
     if missing and len(missing) == len(set(info.refs)):
         near = dict.fromkeys(k for ref in missing if ref.doc_id for k in explicit.nearest(ref))
-        suggestions = tuple(
-            explicit.articles.article_document(k, info.lang, max_chars, possibly=True) for k in near
-        )
+        suggestions = tuple(explicit.articles.article_document(k, info.lang, max_chars, possibly=True) for k in near)
         return Verdict("no_such_article", missing=tuple(missing), suggestions=suggestions)
     if info.refs or info.codes:
         return Verdict()

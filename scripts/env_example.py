@@ -27,8 +27,10 @@ def value(default: object) -> str:
     return str(default)
 
 
-lines = ["# Every setting of the assistant, with its default. Copy to .env and uncomment what you change;",
-         "# environment variables win over .env. Lists are JSON: LLM_BACKENDS=[\"ollama\"]."]
+lines = [
+    "# Every setting of the assistant, with its default. Copy to .env and uncomment what you change;",
+    '# environment variables win over .env. Lists are JSON: LLM_BACKENDS=["ollama"].',
+]
 for name, field in Settings.model_fields.items():
     if name in SECTIONS:
         lines += ["", f"# --- {SECTIONS[name]} ---"]

@@ -64,7 +64,8 @@ async def answer(api: BotAPIServer, update: dict[str, Any]) -> tuple[str, list[B
 def answer_message(api: BotAPIServer, chat_id: int, nth: int) -> dict[str, Any]:
     """The bot's message carrying the buttons of the chat's `nth` answer, as Telegram would quote it in a reply."""
     with_buttons = [
-        m for _, m in sorted(api.sent.items())
+        m
+        for _, m in sorted(api.sent.items())
         if m["chat"]["id"] == chat_id and "rate:" in json.dumps(m.get("reply_markup"))
     ]
     return with_buttons[nth]
@@ -98,9 +99,7 @@ async def test_follow_up_new_reply_silence_and_restart(api, corpus_slice, bm25_r
         assert UNDERSTOOD not in alone
 
         # A reply to the first answer continues from that exchange, not from the last one (nor /new's reset).
-        replied, _ = await answer(
-            api, message_update(user, LARGE, reply_to_message=answer_message(api, user, 0))
-        )
+        replied, _ = await answer(api, message_update(user, LARGE, reply_to_message=answer_message(api, user, 0)))
         assert f"{UNDERSTOOD}{FRAUD} {LARGE}</i>" in replied
 
     # A restart keeps the conversation: it lives in the bot's SQLite database.

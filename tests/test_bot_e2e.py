@@ -228,9 +228,7 @@ async def test_webhook_mode(api: BotAPIServer, settings: Settings, shared_dir) -
             assert set_webhook.params["secret_token"] == "s3cret-path-token"
             async with aiohttp.ClientSession() as http:
                 url = f"http://127.0.0.1:{port}/tg/hook"
-                async with http.post(
-                    url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}
-                ) as r:
+                async with http.post(url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "wrong"}) as r:
                     assert r.status == 403
                 async with http.post(
                     url, json=update, headers={"X-Telegram-Bot-Api-Secret-Token": "s3cret-path-token"}
@@ -276,7 +274,6 @@ async def test_warm_up_reports_a_missing_index(api: BotAPIServer, settings: Sett
     assert record.levelno == logging.WARNING and "run python -m ingest_adilet index" in record.getMessage()
 
 
-
 async def converse(api: BotAPIServer, app: Application, user: int, question: str) -> None:
     async with polling(app):
         await step(api, message_update(user, "/start"), "sendMessage")
@@ -305,14 +302,10 @@ async def test_no_token_or_user_text_in_logs_at_info(
     quiet_noisy_loggers()  # what `python -m bot` does
     app = build_application(settings_for(settings, api), qa=qa, lookup=SharedLookup(shared_dir))
     await converse(api, app, 402, secret_question)
-    assert any(
-        r.name == "bot.handlers" and "answered" in r.getMessage() for r in caplog.records
-    )  # INFO is on
+    assert any(r.name == "bot.handlers" and "answered" in r.getMessage() for r in caplog.records)  # INFO is on
     assert any(r.levelno == logging.ERROR and r.exc_info for r in caplog.records)  # the failure's traceback
     assert TOKEN not in caplog.text
-    assert (
-        "Айгерим" not in caplog.text and "900101400123" not in caplog.text and "сломайся" not in caplog.text
-    )
+    assert "Айгерим" not in caplog.text and "900101400123" not in caplog.text and "сломайся" not in caplog.text
 
 
 def test_redacting_formatter_hides_the_token_in_messages_and_tracebacks() -> None:
@@ -321,17 +314,13 @@ def test_redacting_formatter_hides_the_token_in_messages_and_tracebacks() -> Non
         raise RuntimeError(f"POST https://api.telegram.org/bot{TOKEN}/getUpdates failed")
     except RuntimeError:
         exc_info = sys.exc_info()
-    record = logging.LogRecord(
-        "x", logging.ERROR, __file__, 1, "url %s", (f"/bot{TOKEN}/sendMessage",), exc_info
-    )
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "url %s", (f"/bot{TOKEN}/sendMessage",), exc_info)
     text = formatter.format(record)
     assert TOKEN not in text
     assert "url /bot[REDACTED]/sendMessage" in text and "bot[REDACTED]/getUpdates failed" in text
 
 
-async def test_a_slow_chain_does_not_hold_up_other_users(
-    api: BotAPIServer, settings: Settings, shared_dir
-) -> None:
+async def test_a_slow_chain_does_not_hold_up_other_users(api: BotAPIServer, settings: Settings, shared_dir) -> None:
     release = threading.Event()
 
     def chain(question: str, settings: Settings) -> QAResult:

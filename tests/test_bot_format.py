@@ -84,9 +84,7 @@ def result(answer: str, **kw: object) -> QAResult:
 
 def test_answer_escapes_markup_from_the_model_and_titles() -> None:
     src = make_source(1, "K1400000226", "188", 'Кража <script> & "другое"')
-    [message] = format_answer(
-        result("Штраф < 100 МРП & арест > 10 суток <b>не тег</b>", sources=(src,)), "ru"
-    )
+    [message] = format_answer(result("Штраф < 100 МРП & арест > 10 суток <b>не тег</b>", sources=(src,)), "ru")
     assert "Штраф &lt; 100 МРП &amp; арест &gt; 10 суток &lt;b&gt;не тег&lt;/b&gt;" in message
     assert "Кража &lt;script&gt; &amp; &quot;другое&quot;" in message
     assert f'<a href="{src.url}">' in message
@@ -166,9 +164,7 @@ def test_overlong_paragraph_splits_at_sentences() -> None:
 
 
 def test_never_breaks_entities_or_tags() -> None:
-    unit = (
-        'Статья &amp; <b>часть &lt;1&gt;</b> <a href="https://adilet.zan.kz/rus/docs/K1400000226">ссылка</a> '
-    )
+    unit = 'Статья &amp; <b>часть &lt;1&gt;</b> <a href="https://adilet.zan.kz/rus/docs/K1400000226">ссылка</a> '
     text = "<i>" + unit * 400 + "</i>"  # one paragraph of ~40 000 characters inside <i>
     for limit in (MAX_MESSAGE, 1000, 333):
         parts = split_html(text, limit)
@@ -202,9 +198,7 @@ def test_long_real_article_is_shown_whole_in_several_messages(shared_dir) -> Non
     article = shared_article(shared_dir, "K1400000226", "72")  # ~11 000 characters
     parts = format_article(article)
     assert len(parts) == 3
-    assert parts[0].startswith(
-        "<b>УК РК. Статья 72. Условно-досрочное освобождение от отбывания наказания</b>"
-    )
+    assert parts[0].startswith("<b>УК РК. Статья 72. Условно-досрочное освобождение от отбывания наказания</b>")
     assert parts[-1].endswith('<a href="https://adilet.zan.kz/rus/docs/K1400000226">adilet.zan.kz</a>')
     shown = visible(parts)
     assert " ".join(article.text.split()) in shown

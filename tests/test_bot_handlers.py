@@ -85,9 +85,7 @@ class Chat:
 
     async def send(self, update: dict[str, Any]) -> list[BotRequest]:
         since = len(self.api.requests)
-        await self.app.process_update(
-            Update.de_json({"update_id": next(self.update_ids), **update}, self.app.bot)
-        )
+        await self.app.process_update(Update.de_json({"update_id": next(self.update_ids), **update}, self.app.bot))
         return self.api.calls(since=since)
 
     async def texts(self, update: dict[str, Any]) -> list[str]:
@@ -127,8 +125,14 @@ async def test_lang_switches_and_survives_a_restart(
     assert [r.method for r in reqs] == ["answerCallbackQuery", "editMessageText"]
     assert reqs[1].params["text"] == t("lang_set", "ru")
     assert await chat.texts(message_update(6, "/help", language_code="kk")) == [
-        t("help", "ru", max_chars=MAX_QUESTION_CHARS, rate_note=t("rate_note", "ru", per_minute=3), turns=3,
-          minutes="30")
+        t(
+            "help",
+            "ru",
+            max_chars=MAX_QUESTION_CHARS,
+            rate_note=t("rate_note", "ru", per_minute=3),
+            turns=3,
+            minutes="30",
+        )
     ]
 
     await chat.app.shutdown()  # flushes the users' choices to DATA_DIR/bot/feedback.sqlite, as JSON
@@ -149,9 +153,7 @@ async def test_article_is_shown_verbatim(chat: Chat, lookup: SharedLookup, share
     assert [r.method for r in reqs] == ["sendChatAction", "sendMessage"]
     assert reqs[0].params == {"chat_id": 7, "action": "typing"}
     text = reqs[1].params["text"]
-    assert text.startswith(
-        "<b>УК РК. Статья 188. Кража</b>\n\n1. Кража, то есть тайное хищение чужого имущества, –"
-    )
+    assert text.startswith("<b>УК РК. Статья 188. Кража</b>\n\n1. Кража, то есть тайное хищение чужого имущества, –")
     article = shared_article(shared_dir, "K1400000226", "188")
     assert article.text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in text
     assert reqs[1].params["parse_mode"] == "HTML"
@@ -233,9 +235,7 @@ async def test_unexpected_error_gets_an_apology_and_a_logged_traceback(
         ({"location": LOCATION}, "other_media"),
     ],
 )
-async def test_non_text_messages_get_a_clear_reply(
-    chat: Chat, qa: ScriptedQA, content: dict, key: str
-) -> None:
+async def test_non_text_messages_get_a_clear_reply(chat: Chat, qa: ScriptedQA, content: dict, key: str) -> None:
     assert await chat.texts(message_update(12, **content)) == [t(key, "ru")]
     assert await chat.texts(message_update(12, language_code="kk", **content)) == [t(key, "kk")]
     assert qa.calls == []
@@ -261,13 +261,8 @@ async def test_the_bot_accepts_every_question_the_chain_accepts(chat: Chat, qa: 
 async def test_answer_labels_follow_the_answers_language(chat: Chat, qa: ScriptedQA) -> None:
     qa.lang = "kk"
     qa.sources = (make_source(1, "K1400000226", "188", "Ұрлық", lang="kk"),)
-    [request] = [
-        r for r in await chat.send(message_update(18, "Ұрлық үшін жаза?")) if r.method == "sendMessage"
-    ]
-    assert (
-        "<b>Дереккөздер:</b>" in request.params["text"]
-        and "ҚР ҚК, 188-бап. Ұрлық</a>" in request.params["text"]
-    )
+    [request] = [r for r in await chat.send(message_update(18, "Ұрлық үшін жаза?")) if r.method == "sendMessage"]
+    assert "<b>Дереккөздер:</b>" in request.params["text"] and "ҚР ҚК, 188-бап. Ұрлық</a>" in request.params["text"]
     assert request.params["reply_markup"]["inline_keyboard"][0][0]["text"] == "ҚР ҚК, 188-бап"
 
 
@@ -292,27 +287,19 @@ async def test_rating_can_change_and_stale_buttons_say_so(
     reqs = await chat.send(callback_update(15, down, api.sent[message["message_id"]]))
     assert [b["text"] for b in reqs[1].params["reply_markup"]["inline_keyboard"][-1]] == ["👍", "✅ 👎"]
     with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
-        assert db.execute("SELECT question_id, user_id, rating FROM ratings").fetchall() == [
-            (question_id, 15, -1)
-        ]
+        assert db.execute("SELECT question_id, user_id, rating FROM ratings").fetchall() == [(question_id, 15, -1)]
 
     reqs = await chat.send(callback_update(15, "rate:424242:up", message))
-    assert [(r.method, r.params.get("text")) for r in reqs] == [
-        ("answerCallbackQuery", t("rating_expired", "ru"))
-    ]
+    assert [(r.method, r.params.get("text")) for r in reqs] == [("answerCallbackQuery", t("rating_expired", "ru"))]
     reqs = await chat.send(callback_update(15, "something-old", message))
-    assert [(r.method, r.params.get("text")) for r in reqs] == [
-        ("answerCallbackQuery", t("rating_expired", "ru"))
-    ]
+    assert [(r.method, r.params.get("text")) for r in reqs] == [("answerCallbackQuery", t("rating_expired", "ru"))]
 
 
 async def test_stats_for_admins(chat: Chat, api: BotAPIServer) -> None:
     await chat.send(message_update(16, "Вопрос один"))
     await chat.send(message_update(17, "Вопрос два"))
     await chat.send(message_update(17, "сломайся"))
-    up = api.calls("sendMessage", chat_id=16)[-1].params["reply_markup"]["inline_keyboard"][-1][0][
-        "callback_data"
-    ]
+    up = api.calls("sendMessage", chat_id=16)[-1].params["reply_markup"]["inline_keyboard"][-1][0]["callback_data"]
     answered = [m for m in api.sent.values() if m["chat"]["id"] == 16][-1]
     await chat.send(callback_update(16, up, answered))
     [stats] = await chat.texts(message_update(ADMIN, "/stats"))
@@ -326,10 +313,7 @@ async def test_stats_for_admins(chat: Chat, api: BotAPIServer) -> None:
 def test_feedback_store_stats(tmp_path: Path) -> None:
     store = FeedbackStore(tmp_path / "fb.sqlite")
     qa = ScriptedQA()
-    ids = [
-        store.record_answer(qa(f"q{i}", None), user_id=i % 3, chat_id=i % 3, latency=float(i))
-        for i in range(1, 21)
-    ]
+    ids = [store.record_answer(qa(f"q{i}", None), user_id=i % 3, chat_id=i % 3, latency=float(i)) for i in range(1, 21)]
     failed = store.record_failure("q", ValueError("x"), user_id=5, chat_id=5, latency=99.0)
     # ids[0] was asked by user 1, ids[1] by user 2, ids[2] by user 0: only the asker rates.
     assert store.rate(ids[0], 1, 1) == "rated" and store.rate(ids[1], 2, 1) == "rated"
@@ -356,7 +340,6 @@ def test_sliding_window_limiter() -> None:
     assert limiter.hit("a") is None  # the window slid: one event (t=10) is left in it
     assert limiter.hit("a") == pytest.approx(10.0)
     assert SlidingWindowLimiter(0).hit("a") is None  # 0 disables the limit
-
 
 
 def test_main_refuses_to_start_without_token(

@@ -20,8 +20,11 @@ async def test_question_and_article_through_the_real_chain(api, corpus_slice, hy
         lookup=lambda code, number, settings, lang="ru": chain.article(code, number, lang),
     )
     async with polling(app):
-        sent = [r for r in await step(api, message_update(7, "Что будет за кражу телефона?"), "sendMessage")
-                if r.method == "sendMessage"]
+        sent = [
+            r
+            for r in await step(api, message_update(7, "Что будет за кражу телефона?"), "sendMessage")
+            if r.method == "sendMessage"
+        ]
         text = sent[-1].params["text"]
         assert "Статья 188. Кража" in text and "https://adilet.zan.kz/rus/docs/K1400000226" in text
         buttons = [b for row in sent[-1].params["reply_markup"]["inline_keyboard"] for b in row]
@@ -33,9 +36,7 @@ async def test_question_and_article_through_the_real_chain(api, corpus_slice, hy
         assert "Кража, то есть тайное хищение чужого имущества" in article
 
 
-async def test_a_question_with_unpaired_surrogates_is_answered_and_stored(
-    api, corpus_slice, hybrid_retrieval
-) -> None:
+async def test_a_question_with_unpaired_surrogates_is_answered_and_stored(api, corpus_slice, hybrid_retrieval) -> None:
     # "кража \xff\xfe телефона" read as UTF-8 with surrogateescape, or sent as "\udcff" escapes in the JSON:
     # the embedder raised UnicodeEncodeError on it, and storing the failure raised again, losing the question.
     settings = corpus_slice.settings

@@ -34,7 +34,11 @@ def chat(data_dir: Path, *lines: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "rag_chain", "chat", "--data-dir", str(data_dir)],
         input="".join(f"{line}\n" for line in lines),  # then end of input, as Ctrl-D
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -37,9 +37,7 @@ def squash(text: str) -> str:
 def test_criminal_code_chunks_cover_each_article_exactly(max_chars: int) -> None:
     for article in articles("K1400000226").values():
         chunks = chunk_article(article, UK, max_chars=max_chars)
-        assert [c.chunk_id for c in chunks] == [
-            f"K1400000226:ru:{article.number}:{i}" for i in range(len(chunks))
-        ]
+        assert [c.chunk_id for c in chunks] == [f"K1400000226:ru:{article.number}:{i}" for i in range(len(chunks))]
         bodies = [body(c, article) for c in chunks]
         # Nothing lost, nothing added, nothing from another article: the bodies rebuild the article text.
         assert squash("".join(bodies)) == squash(article.text)
@@ -52,10 +50,7 @@ def test_header_lines() -> None:
     uk = articles("K1400000226")
     assert header(uk["188"], UK) == "УК РК. Статья 188. Кража"
     kk = Article("K1400000226", "kk", "188", "Ұрлық", "1. Ұрлық, яғни бөтеннің мүлкін жасырын ұрлау.")
-    assert (
-        chunk_article(kk, UK)[0].text
-        == "ҚР ҚК. 188-бап. Ұрлық\n1. Ұрлық, яғни бөтеннің мүлкін жасырын ұрлау."
-    )
+    assert chunk_article(kk, UK)[0].text == "ҚР ҚК. 188-бап. Ұрлық\n1. Ұрлық, яғни бөтеннің мүлкін жасырын ұрлау."
     constitution = articles("K950001000_")["1"]
     assert chunk_article(constitution, SOURCES_BY_ID["K950001000_"])[0].text.startswith(
         "Конституция РК. Статья 1\n1. Республика Казахстан"
@@ -106,9 +101,7 @@ def test_repealed_article_gives_one_chunk() -> None:
     death_penalty = articles("K1400000226")["47"]
     [chunk] = chunk_article(death_penalty, UK)
     assert chunk.status == "repealed"
-    assert chunk.text.startswith(
-        "УК РК. Статья 47. Смертная казнь\nСтатья 47 исключена Законом РК от 29.12.2021"
-    )
+    assert chunk.text.startswith("УК РК. Статья 47. Смертная казнь\nСтатья 47 исключена Законом РК от 29.12.2021")
     meta = chunk.metadata()
     assert meta["status"] == "repealed" and meta["article_key"] == "K1400000226:47"
 

@@ -46,7 +46,9 @@ def test_round_trip_and_manifest(tmp_path: Path) -> None:
     assert load_manifest(tmp_path) == manifest
     # Registry order (Z1800000167 comes before Z2300000193 in ADILET_SOURCES), Russian before Kazakh.
     assert [(d.doc_id, d.lang) for d in manifest.documents] == [
-        ("Z1800000167", "ru"), ("Z2300000193", "ru"), ("Z2300000193", "kk"),
+        ("Z1800000167", "ru"),
+        ("Z2300000193", "ru"),
+        ("Z2300000193", "kk"),
     ]
     entry = manifest.entry("Z2300000193", "ru")
     assert entry.articles == len(docs[0].articles) and entry.chunks == len(docs[0].chunks)
@@ -65,10 +67,12 @@ def test_replacing_one_document_keeps_the_others_byte_for_byte(tmp_path: Path) -
         for doc_id, lang in (("Z1800000167", "ru"), ("Z2300000193", "kk"))
     }
     changed = list(_articles("Z2300000193", "ru"))
-    changed[0] = Article(**{**changed[0].to_json(), "path": (), "footnotes": (), "editor_notes": (),
-                            "title": "Новый заголовок"}).with_hash()
-    manifest = write_corpus(tmp_path, [records("Z2300000193", input_hash="h2", articles=changed)],
-                            now=datetime(2026, 4, 1, tzinfo=UTC))
+    changed[0] = Article(
+        **{**changed[0].to_json(), "path": (), "footnotes": (), "editor_notes": (), "title": "Новый заголовок"}
+    ).with_hash()
+    manifest = write_corpus(
+        tmp_path, [records("Z2300000193", input_hash="h2", articles=changed)], now=datetime(2026, 4, 1, tzinfo=UTC)
+    )
     for (name, doc_id, lang), lines in kept.items():
         assert lines and read_lines(tmp_path / name, doc_id, lang) == lines
     titles = [a.title for a in load_articles(tmp_path) if a.doc_id == "Z2300000193" and a.lang == "ru"]
@@ -110,9 +114,7 @@ def test_a_failed_write_leaves_the_previous_corpus(tmp_path: Path, monkeypatch: 
     assert digests(tmp_path) == before
 
 
-def test_temporary_files_are_removed_when_a_write_fails(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_temporary_files_are_removed_when_a_write_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_corpus(tmp_path, [records("Z2300000193")], now=T0)
     before = digests(tmp_path)
     real = store.stage_file

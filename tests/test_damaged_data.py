@@ -180,8 +180,9 @@ def test_server_errors_are_still_retried_during_an_ingest(settings: Settings, sh
     with serve_adilet() as server:
         api = "/api/documents/by-ngr/Z1300000094"
         server.route(api, Reply(503), Reply(502), Reply.json({"text_content": body}))
-        local = settings.model_copy(update={"adilet_base_url": server.base_url, "http_backoff": 0.01,
-                                            "http_delay": 0.0})
+        local = settings.model_copy(
+            update={"adilet_base_url": server.base_url, "http_backoff": 0.01, "http_delay": 0.0}
+        )
         report = ingest(local, doc_ids=["Z1300000094"], langs=["ru"], progress=False)
     assert [r.outcome for r in report.results] == ["ingested"]
     assert server.paths() == [api, api, api]

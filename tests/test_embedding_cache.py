@@ -61,9 +61,7 @@ def test_interrupted_run_keeps_committed_batches(tmp_path: Path) -> None:
 
     fresh = KeywordEmbeddings(WORDS)
     batches: list[int] = []
-    resumed = CachedEmbeddings(
-        fresh, EmbeddingCache(path), batch_size=4, on_batch=lambda n, s: batches.append(n)
-    )
+    resumed = CachedEmbeddings(fresh, EmbeddingCache(path), batch_size=4, on_batch=lambda n, s: batches.append(n))
     assert len(resumed.missing(texts(20))) == 12
     out = resumed.embed_documents(texts(20))
     assert fresh.embedded == texts(20)[8:]

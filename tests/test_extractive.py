@@ -13,9 +13,7 @@ from tests.support.answer import GK, PERSONAL_DATA, UK, docs
 
 def test_theft_punishment_quotes_every_punishment_of_article_188(settings: Settings, shared_dir: Path):
     sources = to_sources(docs(shared_dir, UK, ["188", "187", "190", "191"]), settings)
-    result = extractive_answer(
-        "Какое наказание за кражу?", sources, lang="ru", is_criminal=True, settings=settings
-    )
+    result = extractive_answer("Какое наказание за кражу?", sources, lang="ru", is_criminal=True, settings=settings)
     text = result.text
     phrases = load_phrases(settings, "ru")
     assert text.startswith("По вашему вопросу применимы следующие нормы:\n\n[S1] УК РК, Статья 188. Кража\n")
@@ -81,16 +79,12 @@ def test_repealed_article_is_marked(settings: Settings, shared_dir: Path):
 
 def test_no_sources_says_so_with_the_note_and_disclaimer(settings: Settings):
     phrases = load_phrases(settings, "ru")
-    text = extractive_answer(
-        "Вопрос", (), lang="ru", is_criminal=False, settings=settings, note="Заметка."
-    ).text
+    text = extractive_answer("Вопрос", (), lang="ru", is_criminal=False, settings=settings, note="Заметка.").text
     assert text == f"Заметка.\n\n{phrases.no_sources}\n\n{phrases.disclaimer}"
 
 
 def test_units_group_sub_items_under_their_part():
-    text = (
-        "Преамбула.\n1. Кража, совершенная:\n1) группой лиц;\n2) исключен Законом РК;\nнаказывается.\n2. Иное"
-    )
+    text = "Преамбула.\n1. Кража, совершенная:\n1) группой лиц;\n2) исключен Законом РК;\nнаказывается.\n2. Иное"
     assert units(text) == ["Преамбула.", "1. Кража, совершенная:\n1) группой лиц;\nнаказывается.", "2. Иное"]
 
 
@@ -114,9 +108,7 @@ def test_remedy_articles_are_named_with_links_after_the_quotes(settings: Setting
     found[1].metadata["remedy"] = True  # ГК 9 as a remedy route's article, as retrieval marks it
     sources = to_sources(found, settings)
     assert [s.remedy for s in sources] == [False, True]
-    result = extractive_answer(
-        "Какой срок исковой давности?", sources, lang="ru", is_criminal=False, settings=settings
-    )
+    result = extractive_answer("Какой срок исковой давности?", sources, lang="ru", is_criminal=False, settings=settings)
     intro = load_phrases(settings, "ru").remedy_intro
     before, _, after = result.text.partition(intro)
     assert "1. Общий срок исковой давности устанавливается в три года." in before

@@ -37,9 +37,7 @@ def store(fake: KeywordEmbeddings) -> LawFAISS:
         Document(page_content=t, metadata={"doc_id": d, "article": a, "lang": lang, "kind": k, "chunk_id": i})
         for i, t, d, a, lang, k in ROWS
     ]
-    return LawFAISS.from_vectors(
-        fake, docs, [fake.vector(d.page_content) for d in docs], [r[0] for r in ROWS]
-    )
+    return LawFAISS.from_vectors(fake, docs, [fake.vector(d.page_content) for d in docs], [r[0] for r in ROWS])
 
 
 def ids(results: list[tuple[Document, float]]) -> list[str]:
@@ -76,9 +74,7 @@ def test_narrow_filter_is_exact_beyond_fetch_k(fake: KeywordEmbeddings) -> None:
     """LangChain's FAISS keeps filter matches among the top fetch_k hits; ours searches inside the filter."""
     docs = [Document(page_content="кража", metadata={"doc_id": "A", "n": i}) for i in range(60)]
     docs.append(Document(page_content="убийство", metadata={"doc_id": "B", "n": 60}))
-    store = LawFAISS.from_vectors(
-        fake, docs, [fake.vector(d.page_content) for d in docs], [str(i) for i in range(61)]
-    )
+    store = LawFAISS.from_vectors(fake, docs, [fake.vector(d.page_content) for d in docs], [str(i) for i in range(61)])
     [(doc, score)] = store.similarity_search_with_score("кража", k=3, filter={"doc_id": "B"}, fetch_k=20)
     plain = FAISS.similarity_search_with_score_by_vector(store, fake.vector("кража"), 3, {"doc_id": "B"}, 20)
     assert plain == []  # what the base class would have answered
@@ -154,10 +150,7 @@ def test_filtered_search_equals_the_full_ranking_restricted(fake: KeywordEmbeddi
     n = 300
     vectors = rng.standard_normal((n, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    meta = [
-        {"doc_id": f"D{i % 7}", "article": str(i % 13), "lang": "ru" if i % 3 else "kk", "n": i}
-        for i in range(n)
-    ]
+    meta = [{"doc_id": f"D{i % 7}", "article": str(i % 13), "lang": "ru" if i % 3 else "kk", "n": i} for i in range(n)]
     docs = [Document(page_content=f"doc {i}", metadata=m) for i, m in enumerate(meta)]
     store = LawFAISS.from_vectors(fake, docs, vectors, [str(i) for i in range(n)])
     query = rng.standard_normal(8).astype(np.float32)
@@ -172,9 +165,7 @@ def test_filtered_search_equals_the_full_ranking_restricted(fake: KeywordEmbeddi
     for flt in filters:
         keep = FAISS._create_filter_func(flt)
         want = [i for i in full if keep(meta[i])][:10]
-        got = [
-            d.metadata["n"] for d, _ in store.similarity_search_with_score_by_vector(query.tolist(), 10, flt)
-        ]
+        got = [d.metadata["n"] for d, _ in store.similarity_search_with_score_by_vector(query.tolist(), 10, flt)]
         assert got == want, flt
     # the per-field value index follows documents added later
     store.add_embeddings([("late", vectors[0].tolist())], metadatas=[{"doc_id": "D99", "n": n}], ids=["late"])
@@ -188,8 +179,11 @@ def test_filtered_search_equals_the_full_ranking_restricted(fake: KeywordEmbeddi
         ("index.faiss", lambda p: p.write_bytes(p.read_bytes()[:-40]), "bytes, its build wrote"),
         ("docstore.jsonl", lambda p: p.write_bytes(p.read_bytes()[:-7]), "bytes, its build wrote"),
         # the same size, other bytes: only the sha256 tells
-        ("docstore.jsonl", lambda p: p.write_bytes(p.read_bytes().replace("кража".encode(), "КРАЖА".encode())),
-         "sha256"),
+        (
+            "docstore.jsonl",
+            lambda p: p.write_bytes(p.read_bytes().replace("кража".encode(), "КРАЖА".encode())),
+            "sha256",
+        ),
         ("meta.json", lambda p: p.write_bytes(b""), "not JSON"),
     ],
 )

@@ -29,8 +29,13 @@ def adilet_server() -> Iterator[AdiletServer]:
 def local_settings(settings: Settings, adilet_server: AdiletServer) -> Settings:
     """Settings pointed at the local adilet, with a short timeout and no real waiting."""
     return settings.model_copy(
-        update={"adilet_base_url": adilet_server.base_url, "http_timeout": 5.0, "http_retries": 3,
-                "http_backoff": 0.5, "http_delay": 2.0}
+        update={
+            "adilet_base_url": adilet_server.base_url,
+            "http_timeout": 5.0,
+            "http_retries": 3,
+            "http_backoff": 0.5,
+            "http_delay": 2.0,
+        }
     )
 
 

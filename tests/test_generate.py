@@ -40,9 +40,7 @@ def ask(
     crime: bool = True,
     range_: bool = False,
 ):
-    return answer_question(
-        question, documents, lang=lang, is_criminal=crime, is_range=range_, settings=settings
-    )
+    return answer_question(question, documents, lang=lang, is_criminal=crime, is_range=range_, settings=settings)
 
 
 def test_groq_answer_is_grounded_cited_and_ends_with_the_disclaimer(
@@ -70,9 +68,7 @@ def test_groq_answer_is_grounded_cited_and_ends_with_the_disclaimer(
     assert user.rstrip().endswith(f"Вопрос: {THEFT_Q}")
 
 
-def test_a_disclaimer_the_model_wrote_is_not_repeated(
-    settings: Settings, groq_server: GroqServer, theft_docs
-):
+def test_a_disclaimer_the_model_wrote_is_not_repeated(settings: Settings, groq_server: GroqServer, theft_docs):
     disclaimer = load_phrases(settings, "ru").disclaimer
     groq_server.reply = f"{THEFT_A}\n\n{disclaimer}"
     answer = ask(THEFT_Q, theft_docs, with_backends(settings, groq=groq_server.url))
@@ -94,9 +90,7 @@ def test_groq_rate_limited_then_ollama_answers(
 
 
 def test_both_backends_down_gives_the_extractive_answer_with_a_note(settings: Settings, theft_docs):
-    answer = ask(
-        THEFT_Q, theft_docs, with_backends(settings, groq=closed_port_url(), ollama=closed_port_url())
-    )
+    answer = ask(THEFT_Q, theft_docs, with_backends(settings, groq=closed_port_url(), ollama=closed_port_url()))
     phrases = load_phrases(settings, "ru")
     assert answer.backend == "extractive" and answer.grounded
     assert answer.text.startswith(f"{phrases.model_failed}\n\n{phrases.extractive_intro}")
@@ -141,9 +135,7 @@ def test_kazakh_question_gets_the_kazakh_template_and_disclaimer(
     assert req.text_of("user").rstrip().endswith(f"Сұрақ: {KK_Q}")
 
 
-def test_range_question_gets_the_range_template(
-    settings: Settings, groq_server: GroqServer, shared_dir: Path
-):
+def test_range_question_gets_the_range_template(settings: Settings, groq_server: GroqServer, shared_dir: Path):
     groq_server.reply = (
         "Статья 188 — кража, то есть тайное хищение чужого имущества [S1]. "
         "Статья 189 — присвоение или растрата чужого имущества, вверенного виновному [S2]. "
@@ -158,22 +150,16 @@ def test_range_question_gets_the_range_template(
 def test_crime_question_without_a_criminal_code_source_falls_back(
     settings: Settings, groq_server: GroqServer, shared_dir: Path
 ):
-    groq_server.reply = (
-        "Собственнику принадлежат права владения, пользования и распоряжения своим имуществом [S1]."
-    )
+    groq_server.reply = "Собственнику принадлежат права владения, пользования и распоряжения своим имуществом [S1]."
     gk_docs = docs(shared_dir, GK, ["188"])
-    answer = ask(
-        "Какое наказание за кражу имущества?", gk_docs, with_backends(settings, groq=groq_server.url)
-    )
+    answer = ask("Какое наказание за кражу имущества?", gk_docs, with_backends(settings, groq=groq_server.url))
     assert answer.backend == "extractive"
     assert "crime question: no Criminal Code source" in answer.notes
 
 
 def test_answer_in_the_wrong_language_falls_back(settings: Settings, groq_server: GroqServer, theft_docs):
     groq_server.reply = THEFT_A  # Russian, to a Kazakh question
-    answer = ask(
-        "Ұрлық үшін қандай жаза бар?", theft_docs, with_backends(settings, groq=groq_server.url), lang="kk"
-    )
+    answer = ask("Ұрлық үшін қандай жаза бар?", theft_docs, with_backends(settings, groq=groq_server.url), lang="kk")
     kk = load_phrases(settings, "kk")
     assert answer.backend == "extractive"
     assert answer.text.startswith(kk.grounding_failed) and answer.text.endswith(kk.disclaimer)
@@ -183,9 +169,7 @@ def test_answer_in_the_wrong_language_falls_back(settings: Settings, groq_server
 def test_server_error_falls_back_to_quotes(settings: Settings, groq_server: GroqServer, theft_docs):
     groq_server.fail(500, {"error": {"message": "Internal Server Error", "type": "internal_server_error"}})
     answer = ask(THEFT_Q, theft_docs, with_backends(settings, groq=groq_server.url))
-    assert answer.backend == "extractive" and answer.text.startswith(
-        load_phrases(settings, "ru").model_failed
-    )
+    assert answer.backend == "extractive" and answer.text.startswith(load_phrases(settings, "ru").model_failed)
 
 
 def test_no_documents_says_nothing_was_found(settings: Settings, groq_server: GroqServer):

@@ -55,9 +55,7 @@ def test_an_unknown_source_id_fails(settings: Settings, uk_sources):
         "статьи 188 и 192",
     ],
 )
-def test_a_written_reference_to_an_article_outside_the_sources_fails(
-    settings: Settings, uk_sources, reference
-):
+def test_a_written_reference_to_an_article_outside_the_sources_fails(settings: Settings, uk_sources, reference):
     g = check(THEFT.replace("[S1].\nОбъект", f"[S1], а также {reference}.\nОбъект"), uk_sources, settings)
     assert not g.ok
     assert len(g.unknown_citations) == 1

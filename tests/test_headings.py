@@ -90,8 +90,13 @@ def test_structural_headings(line: str, level: str) -> None:
 
 @pytest.mark.parametrize(
     "line",
-    ["6-тарауына", "Глава 1 дополнена статьей 5-1", "главой 5 настоящего Кодекса", "бөлімшесі (бұдан әрі)",
-     "ОБЩАЯ ЧАСТЬ настоящего Кодекса"],
+    [
+        "6-тарауына",
+        "Глава 1 дополнена статьей 5-1",
+        "главой 5 настоящего Кодекса",
+        "бөлімшесі (бұдан әрі)",
+        "ОБЩАЯ ЧАСТЬ настоящего Кодекса",
+    ],
 )
 def test_structural_lookalikes_are_not_headings(line: str) -> None:
     assert match_structural_heading(line) is None

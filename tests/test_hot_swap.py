@@ -39,8 +39,12 @@ def amend(source: Path) -> None:
 
 def ingest(source: Path, settings: Settings) -> None:
     """`python -m ingest_adilet --from-dir SOURCE --data-dir DATA`, which publishes the build."""
-    assert ingest_main(["--from-dir", str(source), "--data-dir", str(settings.data_dir), "--docs", CONSUMER,
-                        "--no-progress"]) == 0
+    assert (
+        ingest_main(
+            ["--from-dir", str(source), "--data-dir", str(settings.data_dir), "--docs", CONSUMER, "--no-progress"]
+        )
+        == 0
+    )
 
 
 def wait_for(condition, timeout: float = 120.0) -> None:

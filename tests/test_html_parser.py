@@ -16,8 +16,15 @@ from tests.support.adilet_server import article_body
 UK = "K1400000226"
 PD = "Z1300000094"
 UK_URL = f"https://adilet.zan.kz/rus/docs/{UK}"
-CHROME = ("Последние документы", "Популярные документы", "Состояние базы", "Всего документов",
-          "Документы по состоянию на", "Если Вы обнаружили на странице ошибку", "Н. НАЗАРБАЕВ")
+CHROME = (
+    "Последние документы",
+    "Популярные документы",
+    "Состояние базы",
+    "Всего документов",
+    "Документы по состоянию на",
+    "Если Вы обнаружили на странице ошибку",
+    "Н. НАЗАРБАЕВ",
+)
 NOT_LAW = ("Сноска", "Примечание ИЗПИ", "Примечание РЦПИ", "Вниманию пользователей")
 
 
@@ -65,9 +72,7 @@ def test_criminal_code_page_facts(uk: ParsedPage, uk_by_number: dict):
     assert theft.hash
     # several levels in one <h3>, parted by <br>; a title broken over two lines is joined
     assert uk_by_number["1"].path == ("ОБЩАЯ ЧАСТЬ", "РАЗДЕЛ 1. УГОЛОВНЫЙ ЗАКОН")
-    assert uk_by_number["70"].path == (
-        "ОБЩАЯ ЧАСТЬ", "РАЗДЕЛ 5. ОСВОБОЖДЕНИЕ ОТ УГОЛОВНОЙ ОТВЕТСТВЕННОСТИ И НАКАЗАНИЯ"
-    )
+    assert uk_by_number["70"].path == ("ОБЩАЯ ЧАСТЬ", "РАЗДЕЛ 5. ОСВОБОЖДЕНИЕ ОТ УГОЛОВНОЙ ОТВЕТСТВЕННОСТИ И НАКАЗАНИЯ")
     # the last heading is neither a section nor a chapter, but it closes the Special part
     assert uk_by_number["467"].path == ("ЗАКЛЮЧИТЕЛЬНЫЕ ПОЛОЖЕНИЯ",)
     assert uk_by_number["466"].text.splitlines()[-1] != "ЗАКЛЮЧИТЕЛЬНЫЕ ПОЛОЖЕНИЯ"
@@ -119,9 +124,7 @@ def test_criminal_code_text_is_only_law(uk: ParsedPage, uk_by_number: dict):
 
 def test_criminal_code_repealed_articles(uk: ParsedPage, uk_by_number: dict):
     repealed = [a.number for a in uk.articles if a.status == "repealed"]
-    assert repealed == [
-        "47", "108", "109", "130", "197", "215", "219", "235", "240", "241", "373", "374", "393"
-    ]
+    assert repealed == ["47", "108", "109", "130", "197", "215", "219", "235", "240", "241", "373", "374", "393"]
     death = uk_by_number["47"]
     assert death.title == "Смертная казнь"
     assert death.text.startswith("Статья 47 исключена Законом РК от 29.12.2021 № 89-VII")

@@ -89,9 +89,7 @@ def test_build_then_load_and_search_with_filters(settings: Settings, fake: Keywo
         0,
     )
     assert report.size_bytes > 0 and not report.unchanged
-    assert sorted(fake.embedded) == sorted(
-        embedding_text(c, settings) for c in select_chunks(corpus(), settings)
-    )
+    assert sorted(fake.embedded) == sorted(embedding_text(c, settings) for c in select_chunks(corpus(), settings))
 
     store = load_vector_store(settings, embeddings=fake, chunks=corpus())
     assert isinstance(store, LawFAISS)
@@ -108,9 +106,7 @@ def test_build_then_load_and_search_with_filters(settings: Settings, fake: Keywo
     }
 
 
-def test_second_build_embeds_nothing_and_rewrites_nothing(
-    settings: Settings, fake: KeywordEmbeddings
-) -> None:
+def test_second_build_embeds_nothing_and_rewrites_nothing(settings: Settings, fake: KeywordEmbeddings) -> None:
     build_index(settings, chunks=corpus(), embeddings=fake, progress=False)
     index_file = settings.index_dir / "faiss" / "index.faiss"
     mtime = index_file.stat().st_mtime_ns

@@ -48,7 +48,10 @@ def test_ingest_a_slice(settings: Settings, source: Path) -> None:
         if r.outcome == "ingested":
             entry = manifest.entry(r.doc_id, r.lang)
             assert (entry.articles, entry.repealed, entry.chunks, entry.source) == (
-                r.articles, r.repealed, r.chunks, "txt"
+                r.articles,
+                r.repealed,
+                r.chunks,
+                "txt",
             )
     assert {c.key for c in chunks} == {a.key for a in articles}
     kk = [a for a in articles if a.lang == "kk"]
@@ -66,9 +69,11 @@ def test_rerun_on_unchanged_input_changes_no_byte(settings: Settings, source: Pa
 def test_changed_document_replaces_only_its_records(settings: Settings, source: Path) -> None:
     ingest(settings, source_dir=source, progress=False)
     corpus = settings.corpus_dir
-    kept = {(n, d, lang): read_lines(corpus / n, d, lang)
-            for n in ("articles.jsonl", "chunks.jsonl") for d, lang in
-            (("Z2300000193", "ru"), ("Z2300000193", "kk"), ("Z1800000167", "kk"))}
+    kept = {
+        (n, d, lang): read_lines(corpus / n, d, lang)
+        for n in ("articles.jsonl", "chunks.jsonl")
+        for d, lang in (("Z2300000193", "ru"), ("Z2300000193", "kk"), ("Z1800000167", "kk"))
+    }
     txt = source / "rus" / "Z1800000167.txt"
     text = txt.read_text(encoding="utf-8")
     assert "Статья 1. Основные понятия и термины" in text
@@ -138,8 +143,9 @@ def test_live_adilet_through_the_fetcher(settings: Settings, shared_dir: Path) -
     with serve_adilet() as adilet:
         adilet.route("/rus/docs/Z1300000094", Reply.html(page))
         adilet.route("/rus/docs/K030000442_", Reply.html(shell))
-        live = settings.model_copy(update={"adilet_base_url": adilet.base_url, "http_delay": 0.0,
-                                           "http_backoff": 0.0, "http_retries": 1})
+        live = settings.model_copy(
+            update={"adilet_base_url": adilet.base_url, "http_delay": 0.0, "http_backoff": 0.0, "http_retries": 1}
+        )
         report = ingest(live, doc_ids=["Z1300000094", "K030000442_"], langs=["ru"], progress=False)
     assert outcomes(report) == {("Z1300000094", "ru"): "ingested", ("K030000442_", "ru"): "failed"}
     assert "/rus/docs/Z1300000094" in adilet.paths() and "/rus/docs/K030000442_" in adilet.paths()
@@ -177,8 +183,7 @@ def test_cli(tmp_path: Path, source: Path) -> None:
     assert no_corpus.returncode == 2 and "python -m ingest_adilet" in no_corpus.stderr
 
     data = tmp_path / "data"
-    run = _cli("--from-dir", str(source), "--data-dir", str(data), "--docs", *SLICE, "--no-progress",
-               tmp_path=tmp_path)
+    run = _cli("--from-dir", str(source), "--data-dir", str(data), "--docs", *SLICE, "--no-progress", tmp_path=tmp_path)
     assert run.returncode == 0, run.stderr
     assert "Building the corpus" in run.stderr  # the first run says what it builds and how long it takes
     assert "ru" in run.stdout and "kk" in run.stdout
@@ -186,8 +191,18 @@ def test_cli(tmp_path: Path, source: Path) -> None:
     expected = {(d, lang) for d in SLICE for lang in ("ru", "kk")}
     assert {(d.doc_id, d.lang) for d in manifest.documents} == expected
 
-    again = _cli("--from-dir", str(source), "--data-dir", str(data), "--docs", *SLICE, "--lang", "ru",
-                 "--no-progress", tmp_path=tmp_path)
+    again = _cli(
+        "--from-dir",
+        str(source),
+        "--data-dir",
+        str(data),
+        "--docs",
+        *SLICE,
+        "--lang",
+        "ru",
+        "--no-progress",
+        tmp_path=tmp_path,
+    )
     assert again.returncode == 0 and "Building the corpus" not in again.stderr
 
     wrong = _cli("--from-dir", str(source), "--data-dir", str(data), "--docs", "NOPE", tmp_path=tmp_path)
@@ -196,6 +211,7 @@ def test_cli(tmp_path: Path, source: Path) -> None:
     empty = tmp_path / "empty"
     (empty / "rus").mkdir(parents=True)
     (empty / "rus/Z2300000193.txt").write_text("nothing here\n", encoding="utf-8")
-    failed = _cli("--from-dir", str(empty), "--data-dir", str(data), "--docs", "Z2300000193", "--no-progress",
-                  tmp_path=tmp_path)
+    failed = _cli(
+        "--from-dir", str(empty), "--data-dir", str(data), "--docs", "Z2300000193", "--no-progress", tmp_path=tmp_path
+    )
     assert failed.returncode == 1 and "Z2300000193" in failed.stdout

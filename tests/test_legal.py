@@ -63,8 +63,11 @@ def test_citation_of_every_real_article_is_read_in_an_answer(shared_dir: Path, d
         assert ref.numbers == (number,) and ref.docs is not None and doc_id in ref.docs, text
 
 
-@pytest.mark.xfail(strict=True, reason="the registry gives most laws no Kazakh alias: a question naming one in "
-                   "Kazakh gets the number without the document (issue #11 keeps behaviour; add aliases in config)")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the registry gives most laws no Kazakh alias: a question naming one in "
+    "Kazakh gets the number without the document (issue #11 keeps behaviour; add aliases in config)",
+)
 def test_a_law_named_in_kazakh_in_a_question() -> None:
     assert read_references("Дербес деректер туралы Заңның 8-бабы").articles() == [ArticleRef(PERSONAL_DATA, "8")]
 

@@ -85,12 +85,8 @@ def test_groq_rate_limit_moves_to_ollama_without_waiting(
     assert len(ollama_server.received) == 1
 
 
-def test_backends_follow_the_configured_order(
-    settings: Settings, groq_server: GroqServer, ollama_server: OllamaServer
-):
-    order = with_backends(
-        settings, groq=groq_server.url, ollama=ollama_server.url, llm_backends=["ollama", "groq"]
-    )
+def test_backends_follow_the_configured_order(settings: Settings, groq_server: GroqServer, ollama_server: OllamaServer):
+    order = with_backends(settings, groq=groq_server.url, ollama=ollama_server.url, llm_backends=["ollama", "groq"])
     assert backend_of(build_chat_model(order).invoke(MESSAGES)) == "ollama"
     assert groq_server.received == []
 
@@ -106,9 +102,7 @@ def test_a_hanging_backend_is_abandoned_after_the_timeout(
 ):
     groq_server.delay = 5.0
     ollama_server.reply = "Ответ Ollama [S1]."
-    model = build_chat_model(
-        with_backends(settings, groq=groq_server.url, ollama=ollama_server.url, llm_timeout=0.3)
-    )
+    model = build_chat_model(with_backends(settings, groq=groq_server.url, ollama=ollama_server.url, llm_timeout=0.3))
     assert backend_of(model.invoke(MESSAGES)) == "ollama"
     assert len(groq_server.received) == 1
 

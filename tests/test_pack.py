@@ -86,9 +86,10 @@ def test_pack_then_unpack_gives_the_same_files_and_rankings(source: Settings, pa
     assert manifest.index.latent_rows == 20 and manifest.index.sparse_doc_max_chars == 600
     assert (manifest.index.dense_scope, manifest.index.dense_search_lang) == ("all_chunks", "ru")
     assert not manifest.embedding_cache
-    assert manifest.files["corpus/chunks.jsonl"].sha256 == hashlib.sha256(
-        (source.corpus_dir / "chunks.jsonl").read_bytes()
-    ).hexdigest()
+    assert (
+        manifest.files["corpus/chunks.jsonl"].sha256
+        == hashlib.sha256((source.corpus_dir / "chunks.jsonl").read_bytes()).hexdigest()
+    )
 
     office = _settings(tmp_path / "office")
     report = unpack(office, packed)
@@ -123,8 +124,10 @@ def test_a_pack_from_another_model_is_refused(packed: Path, installed: Settings)
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ({"dense_scope": "first_chunk"}, "built with DENSE_SCOPE=all_chunks, .* give DENSE_SCOPE=first_chunk: set "
-                                         "DENSE_SCOPE=all_chunks"),
+        (
+            {"dense_scope": "first_chunk"},
+            "built with DENSE_SCOPE=all_chunks, .* give DENSE_SCOPE=first_chunk: set DENSE_SCOPE=all_chunks",
+        ),
         ({"embed_max_chars": 500}, "EMBED_MAX_CHARS=1200"),
         ({"sparse_doc_max_chars": 1200}, "SPARSE_DOC_MAX_CHARS=600"),
     ],

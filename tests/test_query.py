@@ -107,9 +107,7 @@ def test_civil_code_split_matches_the_corpus(civil_parts: dict[str, list[str]]) 
         ("АК 1072-1-бабы", CIVIL_SPECIAL_ID),
     ],
 )
-def test_civil_code_reference_goes_to_its_part(
-    question: str, doc_id: str, civil_parts: dict[str, list[str]]
-) -> None:
+def test_civil_code_reference_goes_to_its_part(question: str, doc_id: str, civil_parts: dict[str, list[str]]) -> None:
     (ref,) = analyze_query(question).refs
     assert ref.doc_id == doc_id
     assert ref.article in civil_parts[doc_id]

@@ -30,7 +30,11 @@ def test_crime_question_gets_extractive_answer_citing_theft(chain):
     assert result.grounded
     assert (CRIMINAL_CODE_ID, "188") in {(s.doc_id, s.article) for s in result.sources}
     theft = next(s for s in result.sources if s.article == "188")
-    assert theft.code == "УК РК" and theft.title == "Кража" and theft.url.startswith("https://adilet.zan.kz/rus/docs/K1400000226")
+    assert (
+        theft.code == "УК РК"
+        and theft.title == "Кража"
+        and theft.url.startswith("https://adilet.zan.kz/rus/docs/K1400000226")
+    )
     assert "Статья 188. Кража" in result.answer and "adilet.zan.kz" in result.answer
     assert {"retrieval_ms", "answer_ms", "total_ms"} <= set(result.timings)
 
@@ -103,10 +107,24 @@ def test_cli_ask_json_on_a_small_corpus(shared_dir, settings, tmp_path):
         shutil.copy(shared_dir / "corpus" / lang / "Z1300000094.txt", source / lang)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GROQ_", "OLLAMA_", "PINECONE_"))}
     out = subprocess.run(
-        [sys.executable, "-m", "rag_chain", "ask", "--json", "--from-dir", str(source),
-         "--data-dir", str(settings.data_dir),
-         "Нужно ли согласие человека на сбор его персональных данных?"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=True,
+        [
+            sys.executable,
+            "-m",
+            "rag_chain",
+            "ask",
+            "--json",
+            "--from-dir",
+            str(source),
+            "--data-dir",
+            str(settings.data_dir),
+            "Нужно ли согласие человека на сбор его персональных данных?",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     result = json.loads(out.stdout)
     assert {"answer", "sources", "template", "backend", "grounded", "timings"} <= set(result)

@@ -39,9 +39,7 @@ def test_a_query_carries_its_analysis_through_the_first_stage(bm25_retrieval) ->
     # Given a Query, neither the law-aware step nor the ensemble analyses the question again.
     first_stage = LawAwareRetriever(
         base=bm25_retrieval.ensemble().model_copy(update={"analyze": _not_analysed}),
-        within=lambda doc_id: bm25_retrieval.ensemble({"doc_id": doc_id}).model_copy(
-            update={"analyze": _not_analysed}
-        ),
+        within=lambda doc_id: bm25_retrieval.ensemble({"doc_id": doc_id}).model_copy(update={"analyze": _not_analysed}),
         analyze=_not_analysed,
         min_docs=12,
     )

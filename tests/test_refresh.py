@@ -36,8 +36,10 @@ def amended(page: str) -> str:
     assert page.count(old) == 1
     page = page.replace(old, "Целью настоящего Закона является обеспечение надёжной защиты")
     art3 = '<p><b><a name="z4"></a>Статья 3.'
-    new = ('<p><b><a name="z9001"></a>Статья 2-1. Цифровые права</b></p><p>\n&nbsp;&nbsp;&nbsp;&nbsp;&nbsp; '
-           "Каждый вправе знать, кто обрабатывает его персональные данные.</p>\n")
+    new = (
+        '<p><b><a name="z9001"></a>Статья 2-1. Цифровые права</b></p><p>\n&nbsp;&nbsp;&nbsp;&nbsp;&nbsp; '
+        "Каждый вправе знать, кто обрабатывает его персональные данные.</p>\n"
+    )
     page = page.replace(art3, new + art3, 1)
     body = page.index("</b></p>", page.index("Статья 4. ")) + len("</b></p>")
     art5 = page.index('<p><b><a name="z11"></a>Статья 5.')
@@ -232,8 +234,12 @@ def test_a_refresh_killed_while_moving_its_build_in_is_undone_by_the_next(
 def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "SOURCE_DIR")}
     return subprocess.run(
-        [sys.executable, "-m", "ingest_adilet", *args], cwd=cwd, env={**base, **env, "PYTHONPATH": str(PROJECT_DIR)},
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "ingest_adilet", *args],
+        cwd=cwd,
+        env={**base, **env, "PYTHONPATH": str(PROJECT_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -245,15 +251,17 @@ def test_cli_refresh_from_a_newer_local_copy(
     doc = "Z2300000193"
     source = make_source_dir(tmp_path / "src", shared_dir, [doc])
     env = {"EMBEDDING_BACKEND": "sentence-transformers", "EMBEDDING_MODEL": str(tiny_model_dir)}
-    local = settings.model_copy(update={"embedding_backend": "sentence-transformers",
-                                        "embedding_model": str(tiny_model_dir)})
+    local = settings.model_copy(
+        update={"embedding_backend": "sentence-transformers", "embedding_model": str(tiny_model_dir)}
+    )
     assert ingest(local, source_dir=source, doc_ids=[doc], langs=["ru"], progress=False).ok
     first = build_index(local, progress=False)
     text = source / "rus" / f"{doc}.txt"
     old = "Статья 2. Законодательство Республики Казахстан о цифровых активах"
     assert old in text.read_text(encoding="utf-8")
-    text.write_text(text.read_text(encoding="utf-8").replace(old, old + "\nНовый первый абзац статьи.", 1),
-                    encoding="utf-8")
+    text.write_text(
+        text.read_text(encoding="utf-8").replace(old, old + "\nНовый первый абзац статьи.", 1), encoding="utf-8"
+    )
     common = ("--from-dir", str(source), "--data-dir", str(local.data_dir), "--docs", doc, "--lang", "ru")
 
     run = _cli("refresh", *common, "--json", cwd=tmp_path, env=env)

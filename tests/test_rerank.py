@@ -50,8 +50,7 @@ def test_reranker_orders_by_the_models_scores(settings, tiny_model):
 
     query = "кража телефона"
     docs = [
-        Document(page_content=p, metadata={"article": str(i), "score": 0.5}, id=f"d{i}")
-        for i, p in enumerate(PASSAGES)
+        Document(page_content=p, metadata={"article": str(i), "score": 0.5}, id=f"d{i}") for i, p in enumerate(PASSAGES)
     ]
     originals = [d.model_copy(deep=True) for d in docs]
     out = reranker.compress_documents(docs, query)

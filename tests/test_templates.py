@@ -36,32 +36,17 @@ def test_every_template_renders_rules_context_question_and_disclaimer(settings: 
 
 
 def test_criminal_templates_ask_for_corpus_delicti_and_punishment_by_part(settings: Settings):
-    ru = (
-        load_template(settings, "criminal", "ru")
-        .invoke({"question": "q", "context": "c"})
-        .to_messages()[0]
-        .content
-    )
+    ru = load_template(settings, "criminal", "ru").invoke({"question": "q", "context": "c"}).to_messages()[0].content
     for words in ("объект", "объективная сторона", "субъект", "субъективная сторона", "наказание по частям"):
         assert words in ru.lower()
-    kk = (
-        load_template(settings, "criminal", "kk")
-        .invoke({"question": "q", "context": "c"})
-        .to_messages()[0]
-        .content
-    )
+    kk = load_template(settings, "criminal", "kk").invoke({"question": "q", "context": "c"}).to_messages()[0].content
     for words in ("объект", "объективтік жағы", "субъект", "субъективтік жағы", "бөліктері бойынша жаза"):
         assert words in kk.lower()
 
 
 def test_range_and_universal_templates_differ_in_their_task(settings: Settings):
     def system(name: str) -> str:
-        return (
-            load_template(settings, name, "ru")
-            .invoke({"question": "q", "context": "c"})
-            .to_messages()[0]
-            .content
-        )
+        return load_template(settings, name, "ru").invoke({"question": "q", "context": "c"}).to_messages()[0].content
 
     assert "каждую статью" in system("range")
     assert "Короткий прямой ответ" in system("universal")

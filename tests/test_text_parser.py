@@ -33,11 +33,7 @@ def by_number(doc_id: str, lang: str = "ru") -> dict[str, Article]:
 
 def manifest_docs() -> list[tuple[str, str]]:
     manifest = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
-    return [
-        (d["doc_id"], {"rus": "ru", "kaz": "kk"}[site])
-        for d in manifest["documents"]
-        for site in d["languages"]
-    ]
+    return [(d["doc_id"], {"rus": "ru", "kaz": "kk"}[site]) for d in manifest["documents"] for site in d["languages"]]
 
 
 def test_criminal_code(shared_dir: Path) -> None:
@@ -52,8 +48,10 @@ def test_criminal_code(shared_dir: Path) -> None:
     for a in uk.values():
         assert "Сноска" not in a.text and "Примечание ИЗПИ" not in a.text and "Примечание РЦПИ" not in a.text
     # The footnote of article 188 moved to its metadata, link texts rejoined («12.07.2018 \n№ 180-VІ\n (…»).
-    assert uk["188"].footnotes[0].startswith(
-        "Сноска. Статья 188 с изменениями, внесенными законами РК от 12.07.2018 № 180-VІ (вводится"
+    assert (
+        uk["188"]
+        .footnotes[0]
+        .startswith("Сноска. Статья 188 с изменениями, внесенными законами РК от 12.07.2018 № 180-VІ (вводится")
     )
     # «Примечание.» is law: kept in the article it closes.
     assert "Примечание. Лицо, совершившее деяния, предусмотренные частями первой или второй" in uk["118"].text

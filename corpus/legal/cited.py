@@ -45,9 +45,7 @@ def _code_names() -> tuple[re.Pattern[str], dict[str, frozenset[str]]]:
             names.setdefault(normalize(name), set()).add(s.doc_id)
     # Long names may take a Kazakh case ending («қылмыстық кодекс|тің»); short ones («ук», «ак») stand alone.
     ordered = sorted(names, key=len, reverse=True)
-    alternatives = "|".join(
-        re.escape(n) + (r"\w*" if len(n) >= _INFLECTED_NAME else r"(?!\w)") for n in ordered
-    )
+    alternatives = "|".join(re.escape(n) + (r"\w*" if len(n) >= _INFLECTED_NAME else r"(?!\w)") for n in ordered)
     return re.compile(rf"(?<!\w)(?:{alternatives})"), {k: frozenset(names[k]) for k in ordered}
 
 

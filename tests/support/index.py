@@ -47,9 +47,7 @@ class KeywordEmbeddings(Embeddings):
         return [t for c in self.calls for t in c]
 
 
-def make_chunk(
-    doc_id: str, lang: Lang, article: str, title: str, body: str, part: int = 0, **kw: object
-) -> Chunk:
+def make_chunk(doc_id: str, lang: Lang, article: str, title: str, body: str, part: int = 0, **kw: object) -> Chunk:
     """A chunk as the chunker makes it: header line «УК РК. Статья N. Title», then the body."""
     code = kw.pop("code", "УК РК" if lang == "ru" else "ҚР ҚК")
     header = heading(str(code), article, title, lang)
@@ -96,9 +94,15 @@ def save_tiny_sentence_transformer(folder: Path) -> Path:
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters)]
     (raw / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     BertTokenizerFast(vocab=str(raw / "vocab.txt"), do_lower_case=True).save_pretrained(raw)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128,
-                        initializer_range=0.5)  # large random weights: different inputs give distinct vectors
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        initializer_range=0.5,
+    )  # large random weights: different inputs give distinct vectors
     BertModel(config).save_pretrained(raw)
     transformer = Transformer(str(raw), max_seq_length=128)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")

@@ -23,9 +23,7 @@ def make_source_dir(root: Path, shared_dir: Path, doc_ids: list[str]) -> Path:
 
 def digests(directory: Path) -> dict[str, str]:
     """sha256 of every file in a directory (temporary files included, so leftovers show up)."""
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()
-    }
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def read_lines(path: Path, doc_id: str, lang: str = "ru") -> list[str]:

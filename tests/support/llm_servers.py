@@ -98,9 +98,7 @@ class _Server:
         raise NotImplementedError
 
     @staticmethod
-    def send_json(
-        h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None
-    ) -> None:
+    def send_json(h: BaseHTTPRequestHandler, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj, ensure_ascii=False).encode()
         h.send_response(status)
         h.send_header("Content-Type", "application/json")
@@ -111,9 +109,7 @@ class _Server:
         h.wfile.write(data)
 
     @staticmethod
-    def send_stream(
-        h: BaseHTTPRequestHandler, content_type: str, lines: list[bytes], delay: float = 0.0
-    ) -> None:
+    def send_stream(h: BaseHTTPRequestHandler, content_type: str, lines: list[bytes], delay: float = 0.0) -> None:
         """A streamed body, chunk by chunk (`delay` seconds apart, flushed), as both services send it."""
         h.send_response(200)
         h.send_header("Content-Type", content_type)
@@ -170,9 +166,7 @@ class GroqServer(_Server):
                 h, 404, {"error": {"message": "Unknown request URL", "type": "invalid_request_error"}}
             )
         if not rec.headers.get("authorization", "").startswith("Bearer "):
-            return self.send_json(
-                h, 401, {"error": {"message": "Invalid API Key", "type": "invalid_request_error"}}
-            )
+            return self.send_json(h, 401, {"error": {"message": "Invalid API Key", "type": "invalid_request_error"}})
         if self.failure:
             return self.send_json(h, self.failure.status, self.failure.body, self.failure.headers)
         body = rec.body or {}
@@ -185,9 +179,7 @@ class GroqServer(_Server):
                     "object": "chat.completion.chunk",
                     "created": created,
                     "model": self.model,
-                    "choices": [
-                        {"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}
-                    ],
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": piece}, "finish_reason": None}],
                 }
                 for piece in self.chunks(text)
             ]
@@ -234,9 +226,7 @@ class OllamaServer(_Server):
 
     def handle(self, h: BaseHTTPRequestHandler, rec: Received) -> None:
         if rec.method == "GET" and rec.path == "/api/tags":
-            return self.send_json(
-                h, 200, {"models": [{"name": self.model, "model": self.model, "size": 4920753328}]}
-            )
+            return self.send_json(h, 200, {"models": [{"name": self.model, "model": self.model, "size": 4920753328}]})
         if rec.method != "POST" or rec.path != "/api/chat":
             return self.send_json(h, 404, {"error": "404 page not found"})
         if self.failure:
@@ -292,9 +282,7 @@ def ollama_server_fixture() -> Iterator[OllamaServer]:
         yield server
 
 
-def with_backends(
-    settings: Settings, *, groq: str | None = None, ollama: str | None = None, **more: Any
-) -> Settings:
+def with_backends(settings: Settings, *, groq: str | None = None, ollama: str | None = None, **more: Any) -> Settings:
     """Settings pointing Groq (with a test key) and/or Ollama at the given base URLs; the others left out."""
     update: dict[str, Any] = {"ollama_enabled": ollama is not None, **more}
     if groq is not None:

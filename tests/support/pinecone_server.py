@@ -131,8 +131,7 @@ def _handler(state: PineconeState) -> type[BaseHTTPRequestHandler]:
                 if body.get("includeMetadata"):
                     # Pinecone stores numbers as floats: integer metadata comes back as 5.0
                     m["metadata"] = {
-                        k: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-                        for k, x in meta.items()
+                        k: float(x) if isinstance(x, int) and not isinstance(x, bool) else x for k, x in meta.items()
                     }
                 out.append(m)
             return {"matches": out, "namespace": ns, "usage": {"readUnits": 1}}

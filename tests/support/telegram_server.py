@@ -132,9 +132,7 @@ class BotAPIServer:
         self._new_update.set()
         return update_id
 
-    def calls(
-        self, method: str | None = None, *, chat_id: int | None = None, since: int = 0
-    ) -> list[BotRequest]:
+    def calls(self, method: str | None = None, *, chat_id: int | None = None, since: int = 0) -> list[BotRequest]:
         """Recorded requests other than getUpdates, optionally of one method / chat, from index `since`."""
         return [
             r
@@ -152,9 +150,7 @@ class BotAPIServer:
     # --- the API ----------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
         if request.match_info["token"] != self.token:
-            return web.json_response(
-                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
-            )
+            return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
         method = request.match_info["method"]
         params = decode_form(dict(await request.post()))
         if method != "getUpdates":
@@ -226,8 +222,9 @@ class BotAPIServer:
     @staticmethod
     def _check_text(params: dict[str, Any]) -> None:
         if not 1 <= text_length(params) <= MAX_TEXT:
-            raise TelegramError(400, "Bad Request: message is too long" if params.get("text") else
-                                "Bad Request: message text is empty")
+            raise TelegramError(
+                400, "Bad Request: message is too long" if params.get("text") else "Bad Request: message text is empty"
+            )
 
     async def _api_sendMessageDraft(self, params: dict[str, Any]) -> Any:
         """Bot API 9.3+: a partial message shown while it is generated; private chats only."""
@@ -245,8 +242,9 @@ class BotAPIServer:
         message = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
-            "chat": {"id": chat_id, "type": "private"} if chat_id > 0 else {"id": chat_id, "type": "group",
-                                                                             "title": "Группа"},
+            "chat": {"id": chat_id, "type": "private"}
+            if chat_id > 0
+            else {"id": chat_id, "type": "group", "title": "Группа"},
             "from": BOT_USER,
             "text": params["text"],
         }
