@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import pytest
 
 from answer.records import QAResult
+from corpus.legal import names
 from corpus.store import load_articles
 from rag_chain import QAChain
-from retrieval import analyzer, query
+from retrieval import analyzer, synonyms
 
 THREADS = 16
 RUNS = 10
@@ -38,7 +39,7 @@ def forget_everything(chain: QAChain) -> None:
     """What a freshly loaded process has: no stem, no analysed question, no question encoding remembered."""
     for fn in (analyzer.stem, analyzer.stem_ru, analyzer.stem_kk, analyzer._word_lang):
         fn.cache_clear()
-    for fn in (query._phrases, query._stem_sets, query._aliases, query._aliases_by_first_stem):
+    for fn in (synonyms._phrases, synonyms._stem_sets, names._aliases, names._aliases_by_first_stem):
         fn.cache_clear()
     chain.retrieval.forget_questions()
 
