@@ -47,15 +47,7 @@ def _parser() -> argparse.ArgumentParser:
         help="build the search index from the corpus",
         description="Embed the corpus chunks and build the BM25 and vector indexes (DATA_DIR/index).",
     )
-    # SUPPRESS keeps a --data-dir given before the subcommand when none is given after it.
-    index.add_argument(
-        "--data-dir",
-        type=Path,
-        metavar="DIR",
-        default=argparse.SUPPRESS,
-        help="where the corpus is and the index goes (default: DATA_DIR)",
-    )
-    index.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
+    _common_options(index, "where the corpus is and the index goes")
     packer = sub.add_parser(
         "pack",
         help="write the built corpus and index to one file, for an office without internet",
@@ -77,17 +69,19 @@ def _parser() -> argparse.ArgumentParser:
         "was when anything fails.",
     )
     unpacker.add_argument("pack", type=Path, metavar="PACK")
-    for p in (packer, unpacker):
-        p.add_argument(
-            "--data-dir",
-            type=Path,
-            metavar="DIR",
-            default=argparse.SUPPRESS,
-            help="the data dir to pack from / unpack into (default: DATA_DIR)",
-        )
-        p.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
+    _common_options(packer, "the data dir to pack from")
+    _common_options(unpacker, "the data dir to unpack into")
     _refresh_parser(sub)
     return parser
+
+
+def _common_options(command: argparse.ArgumentParser, data_dir_help: str) -> None:
+    """--data-dir and -v on a subcommand. SUPPRESS keeps what was given before the subcommand when they are not
+    given after it."""
+    command.add_argument(
+        "--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS, help=f"{data_dir_help} (default: DATA_DIR)"
+    )
+    command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
 
 
 def _refresh_parser(sub: argparse._SubParsersAction) -> None:
@@ -100,13 +94,12 @@ def _refresh_parser(sub: argparse._SubParsersAction) -> None:
     )
     for flags, kw in (
         (("--from-dir",), {"type": Path, "metavar": "DIR", "help": "read texts from DIR instead of live adilet"}),
-        (("--data-dir",), {"type": Path, "metavar": "DIR", "help": "the data dir to refresh (default: DATA_DIR)"}),
         (("--docs",), {"nargs": "+", "metavar": "ID", "help": "only these adilet ids"}),
         (("--lang",), {"nargs": "+", "choices": ["ru", "kk"], "help": "languages (default: INGEST_LANGUAGES)"}),
         (("--no-progress",), {"action": "store_true", "help": "no progress bars"}),
-        (("-v", "--verbose"), {"action": "store_true", "help": "log every step"}),
     ):
         refresh.add_argument(*flags, default=argparse.SUPPRESS, **kw)
+    _common_options(refresh, "the data dir to refresh")
     refresh.add_argument("--json", action="store_true", help="print the report as JSON (for scripts)")
 
 
