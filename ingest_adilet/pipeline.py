@@ -40,6 +40,8 @@ _PARSER_MODULES = (
     "ingest_adilet/articles.py",
     "ingest_adilet/text_parser.py",
     "ingest_adilet/html_parser.py",
+    "ingest_adilet/html_reader.py",
+    "ingest_adilet/html_articles.py",
     "ingest_adilet/editions.py",
     "corpus/chunking.py",
     "corpus/records.py",
