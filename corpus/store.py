@@ -19,9 +19,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from config import ADILET_SOURCES
 from corpus.errors import DataDamaged, IndexNotReady
 from corpus.files import DamagedFile, FileDigest, Staged, check_file, stage_file
+from corpus.legal.registry import ADILET_SOURCES
 from corpus.records import Article, Chunk, content_hash
 
 logger = logging.getLogger(__name__)

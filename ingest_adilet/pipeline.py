@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Literal
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from config import ADILET_SOURCES, PROJECT_DIR, AdiletSource, Settings
+from config import PROJECT_DIR, Settings
 from corpus.chunking import chunk_article
 from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
+from corpus.legal.registry import ADILET_SOURCES, AdiletSource
 from corpus.records import Article, Chunk, Lang, content_hash
 from corpus.store import DocumentEntry, DocumentRecords, EditionBasis, Manifest, check_corpus, write_corpus
 from index.publish import writes_data_dir
@@ -163,8 +164,8 @@ def select_sources(doc_ids: Sequence[str] | None) -> list[AdiletSource]:
     unknown = [d for d in doc_ids if d not in known]
     if unknown:
         raise UserError(
-            f"Unknown document id(s): {', '.join(unknown)}. Known ids are listed in config.ADILET_SOURCES, "
-            f"e.g. {', '.join(list(known)[:4])}."
+            f"Unknown document id(s): {', '.join(unknown)}. Known ids are listed in "
+            f"corpus.legal.registry.ADILET_SOURCES, e.g. {', '.join(list(known)[:4])}."
         )
     return [known[d] for d in dict.fromkeys(doc_ids)]
 
@@ -246,8 +247,8 @@ def _require_texts(source_dir: Path, docs: Sequence[AdiletSource], langs: Sequen
     example = docs[0].doc_id if docs else "K1400000226"
     raise UserError(
         f"--from-dir {source_dir} holds no text of the requested documents in {', '.join(langs)}: expected "
-        f"{LAYOUT} (e.g. {source_dir / 'rus' / (example + '.txt')}) for the ids in ADILET_SOURCES (config.py); "
-        "nothing was ingested and the corpus was left as it was"
+        f"{LAYOUT} (e.g. {source_dir / 'rus' / (example + '.txt')}) for the ids in ADILET_SOURCES "
+        "(corpus/legal/registry.py); nothing was ingested and the corpus was left as it was"
     )
 
 

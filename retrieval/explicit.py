@@ -13,8 +13,8 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from config import ADILET_SOURCES
 from corpus.lang import has_kazakh_letters, script_lang
+from corpus.legal.registry import ADILET_SOURCES
 from retrieval.analyzer import analyze, normalize
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.query import ArticleRef, QueryInfo, analyze_query

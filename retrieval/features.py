@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from langchain_core.documents import Document
 
-from config import CRIMINAL_CODE_ID
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from retrieval.analyzer import analyze
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.query import QueryInfo

@@ -11,7 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from config import CRIMINAL_CODE_ID
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from retrieval.articles import key_of
 from retrieval.query import QueryInfo
 from retrieval.records import Query, as_query

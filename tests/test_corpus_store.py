@@ -11,9 +11,9 @@ import pytest
 
 import corpus.files as files
 import corpus.store as store
-from config import SOURCES_BY_ID
 from corpus.chunking import chunk_article
 from corpus.errors import DataDamaged, IndexNotReady
+from corpus.legal.registry import SOURCES_BY_ID
 from corpus.records import Article
 from corpus.store import DocumentRecords, load_articles, load_chunks, load_manifest, write_corpus
 from ingest_adilet.text_parser import parse_text

@@ -8,7 +8,7 @@ import pytest
 from answer.followup import FollowupCondenser, FollowupRule, glue, history_messages
 from answer.llm import build_chat_model
 from answer.records import Exchange
-from config import CRIMINAL_CODE_ID
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import load_articles
 from rag_chain import QAChain
 from retrieval.pipeline import Followup

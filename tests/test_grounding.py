@@ -9,8 +9,9 @@ import pytest
 from answer.context import to_sources
 from answer.grounding import check_grounding
 from answer.records import Source
-from config import CRIMINAL_CODE_ID, Settings
+from config import Settings
 from corpus.legal import cited_refs as article_refs
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from tests.support.answer import GK, PERSONAL_DATA, UK, docs
 
 THEFT = (

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config import CRIMINAL_CODE_ID, Settings
+from config import Settings
 from corpus.errors import IndexNotReady
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Chunk
 from index.build import (
     IndexReport,

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from config import CRIMINAL_CODE_ID, source
 from corpus.legal import (
     CIVIL_GENERAL_ID,
     CIVIL_SPECIAL_ID,
@@ -21,6 +20,7 @@ from corpus.legal import (
     source_url,
     split_article_args,
 )
+from corpus.legal.registry import CRIMINAL_CODE_ID, source
 from corpus.records import Lang
 from tests.support.answer import articles
 
@@ -66,7 +66,7 @@ def test_citation_of_every_real_article_is_read_in_an_answer(shared_dir: Path, d
 @pytest.mark.xfail(
     strict=True,
     reason="the registry gives most laws no Kazakh alias: a question naming one in "
-    "Kazakh gets the number without the document (issue #11 keeps behaviour; add aliases in config)",
+    "Kazakh gets the number without the document (issue #11 keeps behaviour; add aliases in corpus/legal/registry.py)",
 )
 def test_a_law_named_in_kazakh_in_a_question() -> None:
     assert read_references("Дербес деректер туралы Заңның 8-бабы").articles() == [ArticleRef(PERSONAL_DATA, "8")]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from config import CRIMINAL_CODE_ID
 from corpus.legal import CIVIL_GENERAL_ID, CIVIL_GENERAL_LAST_ARTICLE, CIVIL_SPECIAL_ID
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from ingest_adilet.text_parser import parse_text
 from retrieval.analyzer import analyze
 from retrieval.query import ArticleRef, analyze_query

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from config import CRIMINAL_CODE_ID
 from corpus.errors import QAError
+from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import load_articles
 from rag_chain import QAChain
 from tests.support.llm_servers import with_backends

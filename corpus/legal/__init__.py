@@ -1,10 +1,12 @@
 """Legal references: the names of each code, references to articles in Russian and Kazakh, and how an article is
-named. Every stage and face uses this package; its modules: `names` (registry names, headings, citations, URLs),
-`refs` (a question's references, /article arguments), `cited` (an answer's citations).
+named. Every stage and face uses this package; its modules: `registry` (the documents: ids, titles, short names,
+aliases), `names` (registry names, headings, citations, URLs), `refs` (a question's references, /article
+arguments), `cited` (an answer's citations).
 
-- Names: every alias and short name of the registry (`config.ADILET_SOURCES`, which stays data there), matched by
-  stems («гражданского кодекса», «ҚК-нің»); an abbreviation that also means other things (УК = управляющая
-  компания) names a code only next to a reference or after «статья»/«кодекс».
+- The registry, `registry.ADILET_SOURCES` (data; imported from its module, it imports nothing of this package).
+- Names: every alias and short name of the registry, matched by stems («гражданского кодекса», «ҚК-нің»); an
+  abbreviation that also means other things (УК = управляющая компания) names a code only next to a reference or
+  after «статья»/«кодекс».
 - A question's references, `read_references`: «ст. 188 УК», «статьи 187-190», «статьей с 120 по 125», «188-бап»,
   «ҚК-нің 9999-бабы», «136 УК»; `References.articles` gives each number its document (the Civil Code by part).
 - An answer's citations, `cited_refs`: «согласно статьям 188, 189 Уголовного кодекса», «Қылмыстық кодекстің

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from config import ADILET_SOURCES
 from corpus.lang import normalize
+from corpus.legal.registry import ADILET_SOURCES
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from config import ADILET_SOURCES, SOURCES_BY_ID, source
 from corpus.lang import has_kazakh_letters, normalize, stem_kk, stem_ru
+from corpus.legal.registry import ADILET_SOURCES, SOURCES_BY_ID, source
 from corpus.records import Lang
 
 logger = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
-from config import source
 from corpus.chunking import chunk_article
+from corpus.legal.registry import source
 from corpus.records import Article, Lang
 from ingest_adilet.text_parser import parse_text
 

@@ -17,8 +17,9 @@ import pytest
 
 from answer.records import Exchange, QAResult, Source
 from bot.logsetup import NOISY_LOGGERS
-from config import Settings, source
+from config import Settings
 from corpus.legal import article_ref, source_url
+from corpus.legal.registry import source
 from corpus.records import Article, Lang
 from tests.support.telegram_server import BotAPIServer
 

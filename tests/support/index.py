@@ -113,8 +113,8 @@ def save_tiny_sentence_transformer(folder: Path) -> Path:
 
 def criminal_code_chunks(shared_dir: Path, numbers: list[str]) -> list[Chunk]:
     """Chunks of the given articles of the Criminal Code (ru), made by the real parser and chunker."""
-    from config import CRIMINAL_CODE_ID, source
     from corpus.chunking import chunk_article
+    from corpus.legal.registry import CRIMINAL_CODE_ID, source
     from ingest_adilet.text_parser import parse_text
 
     text = (shared_dir / "corpus" / "rus" / f"{CRIMINAL_CODE_ID}.txt").read_text(encoding="utf-8")
