@@ -16,7 +16,7 @@ from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import edition_label, load_articles, load_manifest
 from ingest_adilet.editions import act_dates, amended_through
 from ingest_adilet.html_parser import parse_html
-from index.summary import summarize
+from ingest_adilet.pack import summarize
 from ingest_adilet.text_parser import parse_text
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 from tests.support.telegram_server import message_update, polling, settings_for
@@ -89,7 +89,7 @@ def chain(corpus_slice, bm25_retrieval):
 
 
 def test_every_cited_document_carries_its_edition(chain, capsys: pytest.CaptureFixture[str]) -> None:
-    from cli import _print_result
+    from rag_chain import _print_result
 
     theft = chain.invoke("Что будет за кражу телефона?")
     uk = [s for s in theft.sources if s.doc_id == UK]
