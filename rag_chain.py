@@ -333,7 +333,7 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
 
 def _install_pack(settings: Settings, pack: Path) -> None:
     """Unpack `pack` into a data dir that has no corpus yet; a data dir with one keeps it (said on stderr)."""
-    from ingest_adilet.pack import unpack
+    from ingest_adilet.unpack import unpack
 
     if (settings.corpus_dir / "chunks.jsonl").exists():
         print(

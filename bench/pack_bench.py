@@ -21,7 +21,8 @@ from rich.console import Console
 from rich.table import Table
 
 from config import Settings
-from ingest_adilet.pack import pack, unpack
+from ingest_adilet.pack import pack
+from ingest_adilet.unpack import unpack
 
 QUESTION = "Что будет за кражу телефона?"
 

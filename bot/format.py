@@ -16,7 +16,7 @@ from corpus.records import Article, Lang
 from corpus.store import LangTotals
 
 if TYPE_CHECKING:
-    from ingest_adilet.pack import DataSummary
+    from index.summary import DataSummary
 
 MAX_MESSAGE = MessageLimit.MAX_TEXT_LENGTH  # 4096
 UNDERSTOOD_CHARS = 300  # of the search question shown under a follow-up's answer

@@ -267,7 +267,7 @@ async def stats_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
 
 async def about_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """What the answers rest on: documents, articles, chunks, their editions, the corpus date, the searches built."""
-    from ingest_adilet.pack import summarize
+    from index.summary import summarize
 
     message = message_of(update)
     settings = services(context).settings

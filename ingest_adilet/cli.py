@@ -210,7 +210,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "refresh":
             return _refresh(args, settings)
         if args.command in ("pack", "unpack"):
-            from ingest_adilet.pack import pack, report_table, unpack
+            from ingest_adilet.pack import pack, report_table
+            from ingest_adilet.unpack import unpack
 
             report = (
                 pack(settings, args.out, compression=args.compress)

@@ -14,9 +14,9 @@ from bot.app import build_application
 from bot.format import format_about, format_answer
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import edition_label, load_articles, load_manifest
+from index.summary import summarize
 from ingest_adilet.editions import act_dates, amended_through
 from ingest_adilet.html_parser import parse_html
-from ingest_adilet.pack import summarize
 from ingest_adilet.text_parser import parse_text
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 from tests.support.telegram_server import message_update, polling, settings_for

