@@ -25,8 +25,9 @@ from telegram.ext import (
 )
 
 from bot import handlers, keyboards
-from bot.feedback import DAY, FeedbackStore, private_dir
+from bot.feedback import DAY, FeedbackStore
 from bot.persistence import SQLitePersistence
+from bot.private_files import private_dir
 from bot.ratelimit import SlidingWindowLimiter
 from bot.services import QA, BotServices, Lookup
 from bot.texts import COMMANDS

@@ -1,18 +1,16 @@
 """The bot's SQLite database: asked questions (answer, latency, error), the askers' 👍/👎 ratings, each user's
 state (the /lang choice, as JSON), each chat's conversation (the exchanges a follow-up is read with, and the
-bot's message ids of each answer, so that a reply continues from that exchange), admin statistics and retention.
+bot's message ids of each answer, so that a reply continues from that exchange; `conversation` reads them), admin
+statistics (`feedback_stats`) and retention.
 
-Questions are personal data: the folder is made 0700 and the files 0600 whatever the umask. A file SQLite
-cannot read is moved aside and a fresh one started, so a damaged database never stops the bot.
+Questions are personal data: the folder is made 0700 and the files 0600 whatever the umask (`private_files`). A
+file SQLite cannot read is moved aside and a fresh one started, so a damaged database never stops the bot.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import math
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -21,14 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from answer.records import Exchange, QAResult, Source
+from answer.records import QAResult
+from bot.conversation import Conversation, read_conversation, sources_json
+from bot.feedback_stats import FeedbackStats, read_stats
+from bot.private_files import FILE_MODE, check_integrity, is_damage, move_aside, private_file, restrict, side_files
 from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 
-DIR_MODE = 0o700
-FILE_MODE = 0o600
-SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's companions of a database file
 DAY = 24 * 3600.0
 RateOutcome = Literal["rated", "gone", "not_asker"]
 
@@ -83,56 +81,6 @@ CREATE TABLE IF NOT EXISTS user_state (
 
 
 @dataclass(frozen=True)
-class FeedbackStats:
-    """What /stats shows."""
-
-    questions: int
-    answered: int
-    failed: int
-    users: int
-    up: int
-    down: int
-    latency_p50: float | None
-    latency_p95: float | None
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (q in 0..1) of `values`, None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """What a new message in a chat continues: the exchanges to read it with (oldest first) and the last one's id."""
-
-    history: tuple[Exchange, ...] = ()
-    parent_id: int | None = None  # the exchange the new one continues (recorded as its parent)
-
-
-def _sources_json(sources: tuple[Source, ...]) -> str:
-    return json.dumps([dataclasses.asdict(s) for s in sources], ensure_ascii=False)
-
-
-def _sources_of(raw: str) -> tuple[Source, ...]:
-    """Sources read back from JSON; a row that does not fit `Source` any more is dropped (the question stays)."""
-    names = {f.name for f in dataclasses.fields(Source)}
-    out = []
-    try:
-        items = json.loads(raw)
-    except (TypeError, ValueError):
-        return ()
-    for item in items if isinstance(items, list) else ():
-        try:
-            out.append(Source(**{k: v for k, v in item.items() if k in names}))
-        except (AttributeError, TypeError):
-            continue
-    return tuple(out)
-
-
-@dataclass(frozen=True)
 class Purged:
     """What one retention pass deleted."""
 
@@ -140,49 +88,6 @@ class Purged:
     ratings: int
     user_ids: tuple[int, ...]  # users whose stored state was deleted
     exchanges: int = 0
-
-
-def _restrict(path: Path, mode: int) -> None:
-    """chmod `path` to `mode` if it is not already; say so when that is not allowed (someone else owns it)."""
-    current = path.stat().st_mode & 0o777
-    if current == mode:
-        return
-    try:
-        os.chmod(path, mode)
-    except PermissionError as err:
-        logger.warning(
-            "%s is %o, not %o, and cannot be changed (%s): run chmod %o %s", path, current, mode, err, mode, path
-        )
-
-
-def private_dir(path: Path) -> Path:
-    """Create `path` (and its parents) and make it owner-only (0700), whatever the umask or its old mode."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    _restrict(path, DIR_MODE)
-    return path
-
-
-def _private_file(path: Path) -> None:
-    """Create `path` owner-only (0600) before SQLite does (which would use the umask), or tighten it."""
-    if not path.exists():
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, FILE_MODE))
-    _restrict(path, FILE_MODE)
-
-
-def _side_files(path: Path) -> list[Path]:
-    return [p for p in (path.with_name(path.name + s) for s in SIDE_FILES) if p.exists()]
-
-
-class DamagedDatabase(sqlite3.DatabaseError):
-    """The file is not a database, or SQLite's integrity check fails on it."""
-
-
-def _is_damage(err: sqlite3.DatabaseError) -> bool:
-    # "database is locked" or "unable to open" (OperationalError) say nothing about the file's content.
-    return isinstance(err, DamagedDatabase) or getattr(err, "sqlite_errorname", "") in (
-        "SQLITE_CORRUPT",
-        "SQLITE_NOTADB",
-    )
 
 
 def _params(*values: object) -> tuple[object, ...]:
@@ -206,9 +111,9 @@ class FeedbackStore:
         try:
             self._open()
         except sqlite3.DatabaseError as err:
-            if not _is_damage(err):
+            if not is_damage(err):
                 raise
-            moved = self._move_aside()
+            moved = move_aside(path)
             logger.warning(
                 "%s is damaged (%s): moved it to %s and started an empty database; what it held stays in "
                 "the moved file (recover what is readable with: sqlite3 %s .recover | sqlite3 recovered.sqlite)",
@@ -221,31 +126,13 @@ class FeedbackStore:
 
     def _open(self) -> None:
         """Create or check the database: owner-only files, WAL, the schema."""
-        _private_file(self.path)
+        private_file(self.path)
         with self._connect() as db:
-            check = [row[0] for row in db.execute("PRAGMA quick_check(3)")]
-            if check != ["ok"]:
-                raise DamagedDatabase("; ".join(check))
+            check_integrity(db)
             db.execute("PRAGMA journal_mode=WAL")  # readers (/stats) do not block the writers
             db.executescript(_SCHEMA)
-        for side in _side_files(self.path):  # SQLite gives them the database's mode; an old install may differ
-            _restrict(side, FILE_MODE)
-
-    def _move_aside(self) -> Path:
-        """Rename the damaged file (and its -wal/-shm) to `<name>.corrupt-<timestamp>`; returns the new path."""
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
-        n = 1
-        while target.exists():
-            n += 1
-            target = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
-        for side in _side_files(self.path):
-            moved = target.with_name(target.name + side.name[len(self.path.name) :])
-            side.rename(moved)
-            _restrict(moved, FILE_MODE)
-        self.path.rename(target)
-        _restrict(target, FILE_MODE)
-        return target
+        for side in side_files(self.path):  # SQLite gives them the database's mode; an old install may differ
+            restrict(side, FILE_MODE)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -333,7 +220,7 @@ class FeedbackStore:
                     chat_id,
                     parent_id,
                     result.search_question or result.question,
-                    _sources_json(result.sources),
+                    sources_json(result.sources),
                     time.time(),
                 ),
             )
@@ -374,37 +261,7 @@ class FeedbackStore:
             return Conversation()
         now = time.time() if now is None else now
         with self._connect() as db:
-            head = None
-            if reply_to is not None:
-                row = db.execute(
-                    "SELECT question_id FROM answer_messages WHERE chat_id = ? AND message_id = ?",
-                    (chat_id, reply_to),
-                ).fetchone()
-                head = row[0] if row else None
-            if head is None:
-                row = db.execute(
-                    "SELECT question_id FROM exchanges WHERE chat_id = ? AND created_at >= ? AND created_at >"
-                    " COALESCE((SELECT reset_at FROM conversation_resets WHERE chat_id = ?), 0)"
-                    " ORDER BY created_at DESC, question_id DESC LIMIT 1",
-                    (chat_id, now - idle_seconds, chat_id),
-                ).fetchone()
-                head = row[0] if row else None
-            thread: list[Exchange] = []
-            current = head
-            while current is not None and len(thread) < turns:
-                row = db.execute(
-                    "SELECT q.question, q.answer, e.search_question, e.sources, e.parent_id FROM exchanges e"
-                    " JOIN questions q ON q.id = e.question_id WHERE e.question_id = ? AND e.chat_id = ?",
-                    (current, chat_id),
-                ).fetchone()
-                if row is None:  # deleted by retention: the thread ends there
-                    break
-                question, answer, searched, sources, parent = row
-                thread.append(Exchange(question, answer or "", _sources_of(sources), searched))
-                current = parent
-        if not thread:
-            return Conversation()
-        return Conversation(tuple(reversed(thread)), head)
+            return read_conversation(db, chat_id, turns=turns, idle_seconds=idle_seconds, reply_to=reply_to, now=now)
 
     # --- user state (PTB user_data) -------------------------------------------------------------
     def user_states(self) -> dict[int, dict[str, Any]]:
@@ -494,23 +351,4 @@ class FeedbackStore:
     def stats(self) -> FeedbackStats:
         """Counts of questions and ratings, and answer latency percentiles."""
         with self._connect() as db:
-            questions, failed, users = db.execute(
-                "SELECT COUNT(*), COUNT(error), COUNT(DISTINCT user_id) FROM questions"
-            ).fetchone()
-            up, down = db.execute(
-                "SELECT COALESCE(SUM(rating = 1), 0), COALESCE(SUM(rating = -1), 0) FROM ratings"
-            ).fetchone()
-            latencies = [
-                row[0]
-                for row in db.execute("SELECT latency FROM questions WHERE error IS NULL AND latency IS NOT NULL")
-            ]
-        return FeedbackStats(
-            questions=questions,
-            answered=questions - failed,
-            failed=failed,
-            users=users,
-            up=up,
-            down=down,
-            latency_p50=percentile(latencies, 0.50),
-            latency_p95=percentile(latencies, 0.95),
-        )
+            return read_stats(db)

@@ -17,7 +17,8 @@ from telegram.ext import Application
 
 from bot.__main__ import main
 from bot.app import BotConfigError, build_application, webhook_kwargs
-from bot.feedback import FeedbackStore, percentile
+from bot.feedback import FeedbackStore
+from bot.feedback_stats import percentile
 from bot.format import article_heading
 from bot.handlers import MAX_QUESTION_CHARS
 from bot.ratelimit import SlidingWindowLimiter

@@ -1,5 +1,6 @@
-"""The bot's storage (bot/feedback.py, bot/persistence.py) with the real application and a local Bot API server:
-nothing is unpickled, damaged state never stops the bot, the files are private, retention, records never lost."""
+"""The bot's storage (bot/feedback.py, bot/private_files.py, bot/persistence.py) with the real application and a local
+Bot API server: nothing is unpickled, damaged state never stops the bot, the files are private, retention, records
+never lost."""
 
 from __future__ import annotations
 
