@@ -1,13 +1,12 @@
 """The chain: question → retrieval (augment, hybrid search, law-aware, rerank) → answer (template, LLM or extractive,
-grounding check) → `QAResult`. `invoke_qa()` is the one entry point every face uses.
+grounding check) → `QAResult`. `invoke_qa()` is the one entry point every face uses. The loaded chain is held per
+settings and swaps in a newly published build without a restart (`get_chain`).
 
-CLI: `python -m rag_chain ask "вопрос"`, `python -m rag_chain chat`, `python -m rag_chain eval --questions FILE.jsonl`.
+`python -m rag_chain ask "вопрос"`, `… chat`, `… eval --questions FILE.jsonl`: the command line, in cli.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -17,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from pydantic import SecretStr
@@ -27,12 +25,12 @@ from answer.generate import answer_question
 from answer.llm import build_chat_model
 from answer.records import Exchange, QAResult, Source
 from config import MAX_QUESTION_CHARS, Settings
-from corpus.errors import QAError, UserError
+from corpus.errors import QAError
 from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
-from index.publish import DataDirBusy, publish, published
+from index.publish import publish, published
 from index.status import IndexPending
 from retrieval.pipeline import Retrieval
 
@@ -299,171 +297,11 @@ def lookup_article(code: str, number: str, settings: Settings | None = None, lan
     return get_chain(settings or Settings()).article(code, number, lang)
 
 
-# --- CLI ---------------------------------------------------------------------------------------------------------
-
-
-def _prepare(settings: Settings, from_dir: Path | None) -> None:
-    """Build or refresh the corpus when asked to, or when there is none yet, and publish it; the search index is
-    not built here (the answer comes from the searches that are ready, and says what is missing).
-
-    Progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
-    from ingest_adilet.pipeline import ingest
-
-    if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
-        return
-    with contextlib.redirect_stdout(sys.stderr):
-        if not (settings.corpus_dir / "chunks.jsonl").exists():
-            print(
-                f"First run: building the corpus in {settings.data_dir} from "
-                f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
-                "the first answer comes from the lexical searches, at once."
-            )
-        try:
-            report = ingest(settings, source_dir=from_dir or settings.source_dir)
-        except DataDirBusy as err:
-            if not (settings.corpus_dir / "chunks.jsonl").exists():
-                raise
-            print(f"The corpus was not re-read: {err} The answer comes from the corpus as it is.")
-            return
-        if report.failures and not (settings.corpus_dir / "chunks.jsonl").exists():
-            raise UserError("the corpus could not be built: see the failures above")
-    if any(r.outcome == "ingested" for r in report.results):
-        publish(settings, "ingest")
-
-
-def _install_pack(settings: Settings, pack: Path) -> None:
-    """Unpack `pack` into a data dir that has no corpus yet; a data dir with one keeps it (said on stderr)."""
-    from ingest_adilet.unpack import unpack
-
-    if (settings.corpus_dir / "chunks.jsonl").exists():
-        print(
-            f"{settings.data_dir} already has a corpus: --pack ignored (`python -m ingest_adilet unpack` replaces it).",
-            file=sys.stderr,
-        )
-        return
-    report = unpack(settings, pack)
-    print(
-        f"Installed {pack} into {settings.data_dir}: {report.documents} documents, {report.chunks} chunks, "
-        f"{report.vectors} vectors, in {report.seconds:.1f} s.",
-        file=sys.stderr,
-    )
-
-
-def _print_result(result: QAResult, pending: IndexPending | None = None) -> None:
-    from rich.console import Console
-
-    console = Console()
-    console.print(result.answer, markup=False, highlight=False)
-    console.print()
-    heading = "Дереккөздер" if result.lang == "kk" else "Источники"
-    # Never a silently weaker answer: while the index is incomplete the line names the searches that ran.
-    searched = f"; searched: {', '.join(result.searches)}, not yet: {', '.join(pending.missing)}" if pending else ""
-    console.print(
-        f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
-        f"{'grounded' if result.grounded else 'not grounded'}{searched}):"
-    )
-    for s in result.sources:
-        edition = f" ({s.edition()})" if s.edition() else ""
-        console.print(f"  [{s.source_id}] {s.citation()}{edition} — {s.url}", markup=False, highlight=False)
-    console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
-
-
-def _chat(settings: Settings, from_dir: Path | None) -> int:
-    """Questions from stdin, one a line, each answered with the earlier exchanges as history, as `ask` prints."""
-    try:
-        _prepare(settings, from_dir)
-        pending = index_pending(settings)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if pending:
-        print(pending.message(), file=sys.stderr)
-    print("Задайте вопрос; /new — новый разговор, Ctrl-D — выход. / Сұрақ қойыңыз; /new — жаңа әңгіме.")
-    history: list[Exchange] = []
-    while True:
-        try:
-            line = input("> " if sys.stdin.isatty() else "").strip()
-        except EOFError:
-            return 0
-        if not line:
-            continue
-        if line == "/new":
-            history.clear()
-            print("Новый разговор. / Жаңа әңгіме.")
-            continue
-        try:
-            result = invoke_qa(line, settings, history)
-        except UserError as err:  # a bad question: say why and go on
-            print(f"error: {err}", file=sys.stderr)
-            continue
-        if result.used_history:
-            label = "Сұрақты былай түсіндім" if result.lang == "kk" else "Понял вопрос так"
-            print(f"{label}: {result.search_question}")
-        _print_result(result, index_pending(settings))
-        print()
-        history = [*history, Exchange.of(result)][-settings.history_turns :] if settings.history_turns else []
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rag_chain", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    ask = sub.add_parser("ask", help="answer a question, citing the articles it rests on")
-    ask.add_argument("question", nargs="+")
-    ask.add_argument("--json", action="store_true", help="print the result as JSON")
-    ask.add_argument(
-        "--pack",
-        type=Path,
-        metavar="PACK",
-        help="a data pack (`ingest_adilet pack`): installed "
-        "first when the data dir has no corpus, for an office without internet",
-    )
-    ask.add_argument(
-        "--from-dir",
-        type=Path,
-        help="build/refresh the corpus from this directory first "
-        "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists",
-    )
-    # eval's own options (--questions, --k, --out, --data-dir) are parsed by retrieval.evaluate
-    sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
-    ask.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
-    ask.add_argument("-v", "--verbose", action="store_true")
-    chat = sub.add_parser(
-        "chat", help="a conversation: follow-ups are understood in context; /new resets, Ctrl-D quits"
-    )
-    chat.add_argument("--from-dir", type=Path, help="as for ask")
-    chat.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
-    chat.add_argument("-v", "--verbose", action="store_true")
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "eval":
-        from retrieval.evaluate import main as evaluate
+    """`python -m rag_chain ask|chat|eval …`: the command line, in cli.py."""
+    from cli import main as cli_main  # imported here: cli imports this module
 
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        return evaluate(rest, Settings())
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
-    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    if args.command == "chat":
-        return _chat(settings, args.from_dir)
-    try:
-        if args.pack is not None:
-            _install_pack(settings, args.pack)
-        _prepare(settings, args.from_dir)
-        result = invoke_qa(" ".join(args.question), settings)
-    except UserError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    pending = index_pending(settings)
-    if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
-    else:
-        _print_result(result, pending)
-    if pending:
-        print(pending.message(), file=sys.stderr)
-    return 0
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

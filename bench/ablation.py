@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from config import PROJECT_DIR, Settings
-from retrieval.evaluate import EvalReport, evaluate, read_questions
+from retrieval.evaluate import evaluate
+from retrieval.gold import read_questions
+from retrieval.metrics import EvalReport
 from retrieval.pipeline import Retrieval, Stages
 from retrieval.train import DEFAULT_GOLD as TRAIN_GOLD
 from retrieval.train import (

@@ -117,7 +117,8 @@ def gold_questions(gold_dir: Path, retrieval: Retrieval, settings: Settings) -> 
     """(set, question searched) of every gold question, and of every turn of every follow-up dialogue as the
     chain searches it (the earlier turns answered with no LLM and passed as history)."""
     from answer.records import Exchange
-    from retrieval.evaluate import dialogue_chain, read_dialogues
+    from cli import dialogue_chain
+    from retrieval.gold import read_dialogues
 
     out = []
     for name in GOLD_FILES:

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from config import Settings
 from rag_chain import invoke_qa
-from retrieval.evaluate import read_questions
+from retrieval.gold import read_questions
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 

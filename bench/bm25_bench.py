@@ -28,7 +28,9 @@ from config import PROJECT_DIR, Settings
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import SparseBM25, SparseScorer
-from retrieval.evaluate import evaluate, percentile, read_questions
+from retrieval.evaluate import evaluate
+from retrieval.gold import read_questions
+from retrieval.metrics import percentile
 
 logger = logging.getLogger(__name__)
 

@@ -19,14 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from cli import WITH_HISTORY, dialogue_chain, evaluate_dialogues, format_comparison
 from config import PROJECT_DIR, Settings
-from retrieval.evaluate import (
-    WITH_HISTORY,
-    dialogue_chain,
-    evaluate_dialogues,
-    format_comparison,
-    read_dialogues,
-)
+from retrieval.gold import read_dialogues
 from retrieval.pipeline import Retrieval, Stages
 
 DEFAULT_GOLD = [PROJECT_DIR.parent / "shared" / "eval" / "followup_dev.jsonl"]

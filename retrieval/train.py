@@ -25,10 +25,12 @@ import numpy as np
 
 from config import PROJECT_DIR, Settings
 from corpus.errors import UserError
-from retrieval.evaluate import GoldQuestion, Key, Metrics, QuestionResult, evaluate
+from retrieval.evaluate import evaluate
 from retrieval.explicit import ExplicitRetriever
 from retrieval.features import FEATURE_NAMES, FEATURE_SCHEMA, SEARCHES, Pool, candidate_pool
+from retrieval.gold import GoldQuestion, Key
 from retrieval.learned import LearnedRanker, RankerMeta, packaged_path
+from retrieval.metrics import Metrics, QuestionResult
 from retrieval.pipeline import Retrieval, Stages
 
 logger = logging.getLogger(__name__)

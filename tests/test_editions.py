@@ -89,7 +89,7 @@ def chain(corpus_slice, bm25_retrieval):
 
 
 def test_every_cited_document_carries_its_edition(chain, capsys: pytest.CaptureFixture[str]) -> None:
-    from rag_chain import _print_result
+    from cli import _print_result
 
     theft = chain.invoke("Что будет за кражу телефона?")
     uk = [s for s in theft.sources if s.doc_id == UK]

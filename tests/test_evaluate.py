@@ -7,27 +7,19 @@ import math
 
 import pytest
 
+from cli import ALONE, GLUED, WITH_HISTORY, dialogue_chain, eval_main, evaluate_dialogues, format_comparison
 from corpus.errors import UserError
-from retrieval.evaluate import (
-    ALONE,
-    GLUED,
-    WITH_HISTORY,
+from retrieval.evaluate import format_report, run_eval
+from retrieval.gold import read_dialogues, read_questions
+from retrieval.metrics import (
     Metrics,
     QuestionResult,
-    dialogue_chain,
-    evaluate_dialogues,
-    format_comparison,
-    format_report,
     hit_at,
-    main,
     make_report,
     ndcg_at,
     percentile,
-    read_dialogues,
-    read_questions,
     recall_at,
     reciprocal_rank,
-    run_eval,
 )
 from tests.support.retrieval import TK, UK
 
@@ -162,7 +154,9 @@ def test_cli_evaluates_a_data_dir_and_writes_rankings(shared_dir, tmp_path, caps
     gold.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines), encoding="utf-8")
     out = tmp_path / "rankings.jsonl"
     elsewhere = Settings(data_dir=tmp_path / "unused", _env_file=None)
-    code = main(["--questions", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], elsewhere)
+    code = eval_main(
+        ["--questions", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], elsewhere
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "mining" in printed and "lang=kk" in printed and "hit@10" in printed
@@ -176,13 +170,13 @@ def test_cli_evaluates_a_data_dir_and_writes_rankings(shared_dir, tmp_path, caps
 def test_cli_errors_say_what_to_fix(corpus_slice, tmp_path, capsys):
     # the slice has no vector index: the lexical searches are measured, and the CLI says so and which command
     # builds the rest (issue 14: a missing index no longer stops retrieval)
-    code = main(
+    code = eval_main(
         ["--questions", str(_gold(tmp_path)), "--data-dir", str(corpus_slice.settings.data_dir)],
         corpus_slice.settings,
     )
     err = capsys.readouterr().err
     assert code == 0 and "searches that ran: bm25." in err and "python -m ingest_adilet index --data-dir" in err
-    assert main(["--questions", str(tmp_path / "nope.jsonl")], corpus_slice.settings) == 1
+    assert eval_main(["--questions", str(tmp_path / "nope.jsonl")], corpus_slice.settings) == 1
     assert "No question file" in capsys.readouterr().err
 
 
@@ -254,7 +248,7 @@ def test_cli_evaluates_dialogues(shared_dir, tmp_path, capsys):
     }
     gold.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
     out = tmp_path / "rankings.jsonl"
-    code = main(["--dialogues", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], data)
+    code = eval_main(["--dialogues", str(gold), "--data-dir", str(data.data_dir), "--k", "5", "--out", str(out)], data)
     printed = capsys.readouterr().out
     assert code == 0
     assert "mining_talks: article-level retrieval" in printed and "the last turn searched three ways" in printed
@@ -265,5 +259,5 @@ def test_cli_evaluates_dialogues(shared_dir, tmp_path, capsys):
 
 def test_cli_needs_questions_or_dialogues(settings):
     with pytest.raises(SystemExit) as exit_info:
-        main([], settings)
+        eval_main([], settings)
     assert exit_info.value.code == 2

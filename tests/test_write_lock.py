@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import rag_chain
+import cli
 from config import Settings
 from corpus.store import load_chunks
 from index.build import build_index
@@ -49,6 +49,6 @@ def test_ask_answers_from_the_corpus_it_has_while_another_process_writes(
     slice_settings: Settings, shared_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with writing(slice_settings.data_dir, "refresh"):
-        rag_chain._prepare(slice_settings, shared_dir / "corpus")
+        cli._prepare(slice_settings, shared_dir / "corpus")
     err = capsys.readouterr().err
     assert "The corpus was not re-read:" in err and "being written by refresh" in err
