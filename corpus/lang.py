@@ -1,5 +1,5 @@
 """The languages of the corpus: the one `Lang`, telling Kazakh text by its letters, and the normal form and stems
-of a word, which legal references (corpus/legal.py) and the search analyzer (retrieval/analyzer.py) share."""
+of a word, which legal references (corpus/legal/) and the search analyzer (retrieval/analyzer.py) share."""
 
 from __future__ import annotations
 
