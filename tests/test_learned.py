@@ -12,7 +12,7 @@ import pytest
 from retrieval.features import COLUMN, FEATURE_NAMES, candidate_pool
 from retrieval.learned import LearnedRanker, ordered, sidecar
 from retrieval.pipeline import Retrieval, Stages
-from retrieval.train import Sample, TrainConfig, collect, fit, read_gold, searches_of
+from retrieval.train import Sample, TrainConfig, collect, fit, folds_of, read_gold, searches_of
 from tests.support.retrieval import UK, CorpusSlice
 
 pytestmark = pytest.mark.slow
@@ -53,6 +53,22 @@ def test_training_twice_writes_the_same_model_file(
     matrix = np.vstack([s.pool.matrix for s in samples])
     for search in ("bm25", "dense", "latent"):
         assert np.isfinite(matrix[:, COLUMN[f"{search}_best"]]).any(), search
+
+
+def test_a_question_and_its_translation_are_held_out_together(samples: list[Sample]) -> None:
+    # citizen_dev asks most questions in Russian and again in Kazakh («…финансовой пирамиды?» and «Қаржылық
+    # пирамиданы…»): with one twin in training, the other is not held out. Folds keep each gold set in one fold.
+    folds = folds_of(samples, 5)
+    assert sorted(i for held in folds for i in held) == list(range(len(samples)))
+    assert all(held for held in folds)
+    fold_of = {i: n for n, held in enumerate(folds) for i in held}
+    by_gold: dict[frozenset, set[int]] = {}
+    for i, s in enumerate(samples):
+        by_gold.setdefault(frozenset(s.question.relevant_keys), set()).add(fold_of[i])
+    twins = [k for k, _ in by_gold.items() if sum(frozenset(s.question.relevant_keys) == k for s in samples) > 1]
+    assert len(twins) >= 8  # 188, 214, 217, 136, 140, 135, 297, the 120-135 range, 214+245
+    assert all(len(by_gold[k]) == 1 for k in twins)
+    assert folds_of(samples, 5) == folds  # seeded: the same folds every run
 
 
 def test_the_model_file_round_trips(model: LearnedRanker, samples: list[Sample], tmp_path: Path) -> None:
