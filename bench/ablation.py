@@ -143,8 +143,10 @@ def learned_section(full: Retrieval, config: TrainConfig, folds: int, timed: int
     ranker = fit(samples, config, {n: len(q) for n, q in gold.items()}, searches_of(base))
     questions = [s.question for s in samples][:: max(1, len(samples) // timed)][:timed]
     out = [
-        f"## Learned second stage (LightGBM lambdarank; {folds}-fold cross-validation by question)",
+        f"## Learned second stage (LightGBM lambdarank; {folds}-fold cross-validation)",
         "",
+        "Folds split the questions; a gold file's questions citing the same articles (a question and its "
+        "translation) share a fold. "
         f"Each question ranked by a model trained on the other folds only ({config.rounds} rounds; candidates: "
         f"each search's top {config.pool_k}, law-aware and remedy-route articles), named articles first as the "
         "pipeline puts them; 'fusion' is the pipeline without it (explicit first, law-aware, remedy routes, no "
