@@ -7,6 +7,7 @@ input is unchanged is not parsed again.
 
 from __future__ import annotations
 
+import ast
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -33,19 +34,16 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Bump when what an unchanged input yields changes for a reason outside the parser modules below.
+# Bump when what an unchanged input yields changes for a reason outside the parsing code below.
 PARSER_VERSION = "1"
-# Their source is part of the input hash: a change to parsing or chunking re-parses every document.
-_PARSER_MODULES = (
-    "ingest_adilet/headings.py",
-    "ingest_adilet/articles.py",
-    "ingest_adilet/text_parser.py",
+# The parsers and the chunker. Their source and that of every project module they import (the citation heading of a
+# chunk comes from corpus/legal, the code's short name from its registry) are part of the input hash: a change to
+# any of them re-parses every document.
+_PARSER_ENTRIES = (
     "ingest_adilet/html_parser.py",
-    "ingest_adilet/html_reader.py",
-    "ingest_adilet/html_articles.py",
+    "ingest_adilet/text_parser.py",
     "ingest_adilet/editions.py",
     "corpus/chunking.py",
-    "corpus/records.py",
 )
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
 LAYOUT = "rus/ID.txt, kaz/ID.txt, html/ID.html"
@@ -117,11 +115,38 @@ def _local_inputs(source_dir: Path, doc: AdiletSource, lang: Lang) -> list[_Inpu
     return inputs
 
 
+def _project_imports(path: Path) -> set[Path]:
+    """The project's modules `path` imports (a package's __init__, or the submodule `from package import name`
+    names)."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        for name in names:
+            base = PROJECT_DIR.joinpath(*name.split("."))
+            found.update(p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file())
+    return found
+
+
+def parser_modules() -> list[Path]:
+    """The parsers, the chunker and every project module they import, directly or not."""
+    seen = {PROJECT_DIR / m for m in _PARSER_ENTRIES}
+    todo = list(seen)
+    while todo:
+        for dep in _project_imports(todo.pop()) - seen:
+            seen.add(dep)
+            todo.append(dep)
+    return sorted(seen)
+
+
 @cache
 def parser_version() -> str:
     """PARSER_VERSION plus a hash of the parsing and chunking code."""
-    paths = [PROJECT_DIR / m for m in _PARSER_MODULES]
-    sources = [p.read_text(encoding="utf-8") for p in paths if p.exists()]
+    sources = [p.read_text(encoding="utf-8") for p in parser_modules()]
     return f"{PARSER_VERSION}:{content_hash(*sources)[:16]}"
 
 

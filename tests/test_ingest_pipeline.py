@@ -14,6 +14,7 @@ import pytest
 from config import PROJECT_DIR, Settings
 from corpus.errors import UserError
 from corpus.store import load_articles, load_chunks, load_manifest
+from ingest_adilet import pipeline
 from ingest_adilet.pipeline import IngestReport, ingest
 from tests.support.adilet_server import Reply, serve_adilet
 from tests.support.ingest import digests, make_source_dir, read_lines
@@ -64,6 +65,33 @@ def test_rerun_on_unchanged_input_changes_no_byte(settings: Settings, source: Pa
     report = ingest(settings, source_dir=source, progress=False)
     assert {v for k, v in outcomes(report).items() if k[0] in SLICE} == {"unchanged"}
     assert digests(settings.corpus_dir) == before
+
+
+def test_a_change_to_the_chunk_heading_code_reparses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A chunk starts with «УК РК. Статья 188. Кража», built by corpus/legal (names.py, the registry's short names),
+    # not by the chunker itself: a change there changes every chunk, so it must change the parser version.
+    tree = tmp_path / "project"
+    tree.mkdir()
+    shutil.copy(PROJECT_DIR / "config.py", tree / "config.py")
+    for package in ("corpus", "ingest_adilet", "index"):
+        shutil.copytree(PROJECT_DIR / package, tree / package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(pipeline, "PROJECT_DIR", tree)
+
+    def version_after(edit: str | None) -> str:
+        if edit:
+            with (tree / edit).open("a", encoding="utf-8") as f:
+                f.write("\n# edited\n")
+        pipeline.parser_version.cache_clear()
+        return pipeline.parser_version()
+
+    try:
+        before = version_after(None)
+        assert version_after("corpus/store.py") == before  # the corpus files' reader: no part of parsing
+        after_names = version_after("corpus/legal/names.py")
+        assert after_names != before
+        assert version_after("corpus/legal/registry.py") != after_names
+    finally:
+        pipeline.parser_version.cache_clear()
 
 
 def test_changed_document_replaces_only_its_records(settings: Settings, source: Path) -> None:
