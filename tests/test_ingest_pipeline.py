@@ -73,7 +73,7 @@ def test_a_change_to_the_chunk_heading_code_reparses(tmp_path: Path, monkeypatch
     tree = tmp_path / "project"
     tree.mkdir()
     shutil.copy(PROJECT_DIR / "config.py", tree / "config.py")
-    for package in ("corpus", "ingest_adilet", "index"):
+    for package in ("corpus", "ingest_adilet"):
         shutil.copytree(PROJECT_DIR / package, tree / package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(pipeline, "PROJECT_DIR", tree)
 
