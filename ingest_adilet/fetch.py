@@ -129,7 +129,7 @@ class AdiletFetcher:
         except _NotFound:
             raise IngestError(
                 f"{doc_id}: document ID not found on adilet ({url} answers 404); "
-                "check the id in ADILET_SOURCES (corpus/legal/registry.py)"
+                "check the id in ADILET_SOURCES (corpus/legal/registry.json)"
             ) from None
         html = response.text
         if problem := page_problem(html):

@@ -45,6 +45,8 @@ _PARSER_ENTRIES = (
     "ingest_adilet/editions.py",
     "corpus/chunking.py",
 )
+# Data files those modules read: the registry's table, whose short names head every chunk.
+_PARSER_DATA = ("corpus/legal/registry.json",)
 SITE_DIR = {"ru": "rus", "kk": "kaz"}
 LAYOUT = "rus/ID.txt, kaz/ID.txt, html/ID.html"
 
@@ -145,8 +147,9 @@ def parser_modules() -> list[Path]:
 
 @cache
 def parser_version() -> str:
-    """PARSER_VERSION plus a hash of the parsing and chunking code."""
-    sources = [p.read_text(encoding="utf-8") for p in parser_modules()]
+    """PARSER_VERSION plus a hash of the parsing and chunking code and the data it reads."""
+    files = [*parser_modules(), *(PROJECT_DIR / d for d in _PARSER_DATA)]
+    sources = [p.read_text(encoding="utf-8") for p in files]
     return f"{PARSER_VERSION}:{content_hash(*sources)[:16]}"
 
 
@@ -273,7 +276,7 @@ def _require_texts(source_dir: Path, docs: Sequence[AdiletSource], langs: Sequen
     raise UserError(
         f"--from-dir {source_dir} holds no text of the requested documents in {', '.join(langs)}: expected "
         f"{LAYOUT} (e.g. {source_dir / 'rus' / (example + '.txt')}) for the ids in ADILET_SOURCES "
-        "(corpus/legal/registry.py); nothing was ingested and the corpus was left as it was"
+        "(corpus/legal/registry.json); nothing was ingested and the corpus was left as it was"
     )
 
 

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 import corpus.legal.registry as registry
-from corpus.legal.registry import ADILET_SOURCES, CRIMINAL_CODE_ID, SOURCES_BY_ID, source
+from corpus.legal.registry import (
+    ADILET_SOURCES,
+    CRIMINAL_CODE_ID,
+    REGISTRY_FILE,
+    SOURCES_BY_ID,
+    RegistryError,
+    load_sources,
+    source,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpus", "index", "retrieval", "answer", "bot", "ingest_adilet", "rag_chain")
@@ -40,7 +48,39 @@ def test_unknown_id_names_the_file_that_holds_the_registry():
     message = caught.value.args[0]
     assert message.startswith("Z0000000000 is not in ADILET_SOURCES")
     named = message.split("(", 1)[1].split(")", 1)[0]
-    assert ROOT / named == Path(registry.__file__).resolve()
+    assert ROOT / named == REGISTRY_FILE.resolve() == Path(registry.__file__).with_name("registry.json").resolve()
+
+
+def test_the_table_is_read_from_its_file_into_the_records(tmp_path):
+    copy = tmp_path / "registry.json"
+    copy.write_bytes(REGISTRY_FILE.read_bytes())
+    assert load_sources(copy) == ADILET_SOURCES
+
+
+@pytest.mark.parametrize(
+    "edit,problem",
+    [
+        (lambda text: text[: len(text) // 2], "line "),  # cut short: where the JSON breaks
+        (lambda text: text.replace('"kind": "law"', '"kind": "decree"', 1), "documents.15.kind"),
+        (lambda text: text.replace('"short_ru"', '"short_name"', 1), "documents.0.short_name"),
+        (lambda text: text.replace('"ук рк"', '"УК РК"', 1), "lowercase"),
+        (lambda text: text.replace("K950001000_", "K940001000_", 1), "listed twice: K940001000_"),
+        (lambda text: text.replace('"criminal": true', '"criminal": false', 1), "exactly one document"),
+    ],
+    ids=["truncated", "unknown kind", "unknown field", "uppercase alias", "repeated id", "no criminal code"],
+)
+def test_a_malformed_table_is_an_error_naming_the_file(tmp_path, edit, problem):
+    bad = tmp_path / "registry.json"
+    text = REGISTRY_FILE.read_text(encoding="utf-8")
+    assert edit(text) != text
+    bad.write_text(edit(text), encoding="utf-8")
+    with pytest.raises(RegistryError) as caught:
+        load_sources(bad)
+    message = str(caught.value)
+    assert message.startswith(f"{bad} is not a valid registry of documents") and problem in message, message
+    assert "git checkout -- corpus/legal/registry.json" in message
+    with pytest.raises(RegistryError, match="No such file"):
+        load_sources(tmp_path / "missing.json")
 
 
 def _fresh_import(module: str) -> list[str]:
