@@ -6,7 +6,7 @@ import pytest
 
 from retrieval.explicit import ExplicitRetriever
 from retrieval.query import ArticleRef, QueryInfo
-from tests.support.retrieval import TK, UK
+from tests.support.retrieval import CONSUMER, TK, UK
 
 
 def _articles(ranked, n):
@@ -30,6 +30,20 @@ def test_the_order_asked_is_kept(bm25_retrieval):
 )
 def test_single_reference_in_russian_and_kazakh(bm25_retrieval, question):
     assert _articles(bm25_retrieval.rank_articles(question, 5), 1) == [(UK, "188")]
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Тұтынушылардың құқықтарын қорғау туралы Заңның 14-бабы не дейді?",
+        "«Тұтынушылардың құқықтарын қорғау туралы» Қазақстан Республикасының Заңына сәйкес 14-бап",
+        "статья 14 Закона о защите прав потребителей",
+    ],
+)
+def test_a_law_named_in_either_language_gets_its_article_first(bm25_retrieval, question):
+    # read as the named article from its beginning, not found by the search (which finds it too on this slice)
+    first = bm25_retrieval.retrieve(question).docs[0].metadata
+    assert (first["doc_id"], first["article"], first["explicit"]) == (CONSUMER, "14", True)
 
 
 def test_a_long_range_comes_first_even_when_retrieve_returns_more_than_top_n(bm25_retrieval):

@@ -4,9 +4,10 @@ aliases), `names` (registry names, headings, citations, URLs), `refs` (a questio
 arguments), `cited` (an answer's citations).
 
 - The registry, `registry.ADILET_SOURCES` (data; imported from its module, it imports nothing of this package).
-- Names: every alias and short name of the registry, matched by stems («гражданского кодекса», «ҚК-нің»); an
-  abbreviation that also means other things (УК = управляющая компания) names a code only next to a reference or
-  after «статья»/«кодекс».
+- Names: every alias and short name of the registry, in Russian and Kazakh, matched by stems in any case form
+  («гражданского кодекса», «ҚК-нің», «Азаматтық кодекске»), the state's name allowed inside («… туралы Қазақстан
+  Республикасының Заңы»); an abbreviation that also means other things (УК = управляющая компания) names a code
+  only next to a reference or after «статья»/«кодекс».
 - A question's references, `read_references`: «ст. 188 УК», «статьи 187-190», «статьей с 120 по 125», «188-бап»,
   «ҚК-нің 9999-бабы», «136 УК»; `References.articles` gives each number its document (the Civil Code by part).
 - An answer's citations, `cited_refs`: «согласно статьям 188, 189 Уголовного кодекса», «Қылмыстық кодекстің

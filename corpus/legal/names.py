@@ -72,6 +72,21 @@ def _word_stem(word: str) -> str:
     return stem_kk(word) if has_kazakh_letters(word) else stem_ru(word)
 
 
+def _word_stems(word: str) -> tuple[str, ...]:
+    """The stems a word of a name may have: the Kazakh one for a word with a Kazakh letter; else the Russian one and
+    the Kazakh one, since many Kazakh forms have no letter of their own («кодекске», «кодексте», «конституция»)."""
+    if has_kazakh_letters(word):
+        return (stem_kk(word),)
+    ru, kk = stem_ru(word), stem_kk(word)
+    return (ru,) if ru == kk else (ru, kk)
+
+
+# The state's name, which may stand inside a document's name: «… туралы Қазақстан Республикасының Заңы», «Кодекс
+# Республики Казахстан о браке и семье».
+_STATE_WORDS = "рк қр республики казахстан қазақстан республикасының республикасы"
+_MAX_STATE_WORDS = 2
+
+
 def normalize_in_place(text: str) -> str:
     """Lowercase with ё → е, keeping every character's position (spans map back to the text)."""
     return normalize("".join((c.lower() or c)[0] for c in text))
@@ -79,41 +94,47 @@ def normalize_in_place(text: str) -> str:
 
 @dataclass(frozen=True)
 class _Token:
-    stem: str
+    stems: tuple[str, ...]  # see _word_stems
     start: int
     end: int
 
 
 def name_tokens(norm: str) -> list[_Token]:
-    return [_Token(_word_stem(m.group()), m.start(), m.end()) for m in WORD_RE.finditer(norm)]
+    return [_Token(_word_stems(m.group()), m.start(), m.end()) for m in WORD_RE.finditer(norm)]
 
 
 @dataclass(frozen=True)
 class _Alias:
-    stems: tuple[str, ...]
+    words: tuple[tuple[str, ...], ...]  # each word's stems
     doc_ids: tuple[str, ...]
     ambiguous: bool
 
 
 @cache
 def _aliases() -> tuple[_Alias, ...]:
-    names: dict[tuple[str, ...], list[str]] = {}
+    names: dict[tuple[tuple[str, ...], ...], list[str]] = {}
     for src in ADILET_SOURCES:
         for alias in src.aliases:
-            key = tuple(_word_stem(w) for w in WORD_RE.findall(normalize_in_place(alias)))
+            key = tuple(_word_stems(w) for w in WORD_RE.findall(normalize_in_place(alias)))
             if key and src.doc_id not in names.setdefault(key, []):
                 names[key].append(src.doc_id)
-    out = [_Alias(k, tuple(v), len(k) == 1 and k[0] in _AMBIGUOUS_ALIASES) for k, v in names.items()]
-    return tuple(sorted(out, key=lambda a: -len(a.stems)))
+    out = [_Alias(k, tuple(v), len(k) == 1 and k[0][0] in _AMBIGUOUS_ALIASES) for k, v in names.items()]
+    return tuple(sorted(out, key=lambda a: -len(a.words)))
 
 
 @cache
 def _aliases_by_first_stem() -> dict[str, tuple[_Alias, ...]]:
-    """The aliases by their first stem, longest first: a token is checked against a few, not all."""
+    """The aliases by each stem of their first word, longest first: a token is checked against a few, not all."""
     out: dict[str, list[_Alias]] = {}
     for alias in _aliases():
-        out.setdefault(alias.stems[0], []).append(alias)
+        for stem in alias.words[0]:
+            out.setdefault(stem, []).append(alias)
     return {k: tuple(v) for k, v in out.items()}
+
+
+@cache
+def _state_stems() -> frozenset[str]:
+    return frozenset(s for w in _STATE_WORDS.split() for s in _word_stems(w))
 
 
 @dataclass(frozen=True)
@@ -131,15 +152,39 @@ class Mention:
         return SOURCES_BY_ID[self.doc_ids[0]].short_ru
 
 
+def _last_token(alias: _Alias, tokens: list[_Token], i: int) -> int | None:
+    """The index of the last token of `alias` written from token `i` on, or None; after its first word the
+    state's name may stand inside it («… туралы Қазақстан Республикасының Заңы»)."""
+    j = i
+    for k, stems in enumerate(alias.words):
+        for _ in range(_MAX_STATE_WORDS if k else 0):
+            if j >= len(tokens) or not _differ(stems, tokens[j].stems):
+                break
+            if _state_stems().isdisjoint(tokens[j].stems):
+                return None
+            j += 1
+        if j >= len(tokens) or _differ(stems, tokens[j].stems):
+            return None
+        j += 1
+    return j - 1
+
+
+def _differ(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two words share no stem."""
+    return set(a).isdisjoint(b)
+
+
 def find_mentions(tokens: list[_Token]) -> list[Mention]:
+    by_first = _aliases_by_first_stem()
     out: list[Mention] = []
     i = 0
     while i < len(tokens):
-        for alias in _aliases_by_first_stem().get(tokens[i].stem, ()):
-            n = len(alias.stems)
-            if tuple(t.stem for t in tokens[i : i + n]) == alias.stems:
-                out.append(Mention(tokens[i].start, tokens[i + n - 1].end, alias.doc_ids, alias.ambiguous))
-                i += n
+        candidates = dict.fromkeys(a for stem in tokens[i].stems for a in by_first.get(stem, ()))
+        for alias in sorted(candidates, key=lambda a: -len(a.words)):
+            last = _last_token(alias, tokens, i)
+            if last is not None:
+                out.append(Mention(tokens[i].start, tokens[last].end, alias.doc_ids, alias.ambiguous))
+                i = last + 1
                 break
         else:
             i += 1

@@ -1,4 +1,4 @@
-"""The registry of adilet documents: the 39 laws and codes the assistant ingests, with how adilet names each one
+"""The registry of adilet documents: the laws and codes the assistant ingests, with how adilet names each one
 (id, full titles in Russian and Kazakh), how citations name it (short names) and how people name it in questions
 (aliases). The table is data, `registry.json` beside this module, read and validated once at import. Legal-reference
 data, read by every stage; it imports nothing from `corpus.legal`, whose modules build on it (`names` matches its
