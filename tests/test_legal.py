@@ -279,6 +279,8 @@ def test_article_command_arguments_resolve_once() -> None:
     assert article_ref("ГК", "500") == ArticleRef(CIVIL_SPECIAL_ID, "500")
     assert article_ref("КоАП РК", "608.") == ArticleRef(KOAP, "608")
     assert article_ref("нет такого", "1") is None
+    # a law by its Kazakh short name, as the bot's sources print it
+    assert article_ref(code_name(PERSONAL_DATA, "kk"), "8") == ArticleRef(PERSONAL_DATA, "8")
     # a code named in Kazakh shows the Kazakh text, capitals included
     assert article_lang("ҚК", "ru") == "kk" and article_lang("УК", "kk") == "kk" and article_lang("УК", "ru") == "ru"
 
