@@ -164,14 +164,19 @@ def fit(samples: Sequence[Sample], config: TrainConfig, gold_counts: dict[str, i
     return LearnedRanker(booster, meta)
 
 
-def folds_of(samples: Sequence[Sample], k: int) -> list[list[int]]:
+def fold_groups(samples: Sequence[Sample]) -> list[str]:
+    """Each sample's group: its gold file and the articles it cites (a question and its translation share one)."""
+    return [f"{s.source}|{sorted(s.question.relevant_keys)}" for s in samples]
+
+
+def folds_of(samples: Sequence[Sample], k: int, seed: int = SEED) -> list[list[int]]:
     """k folds of sample indices, shuffled with a fixed seed. Questions of one gold file citing the same articles
     share a fold: citizen_dev asks most questions twice, in Russian and in Kazakh, and a model that has seen one
     twin would be scored on the other as if it were held out."""
     from sklearn.model_selection import GroupKFold
 
-    groups = [f"{s.source}|{sorted(s.question.relevant_keys)}" for s in samples]
-    split = GroupKFold(n_splits=k, shuffle=True, random_state=SEED).split(np.zeros(len(samples)), groups=groups)
+    groups = fold_groups(samples)
+    split = GroupKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(samples)), groups=groups)
     return [sorted(int(i) for i in held) for _, held in split]
 
 
