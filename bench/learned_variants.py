@@ -15,6 +15,10 @@ Variants:
 - citation prior: how often the training gold cites the article, and its code's share of the training questions.
 - graded labels: the gold article 2, an article of a gold code 1 (teaches the code as well as the article).
 - blend with fusion: reciprocal-rank blend of the learned order and the fused order (k = 20).
+- neighbouring articles: the best fused score among the candidate's code's articles within 3 numbers of it, and
+  how many of them are in the fused top 20 (a chapter the first stage keeps finding).
+- title similarity: e5 similarity of the question to the article's title (in the question's language where the
+  corpus has it), itself and relative to the pool's best; needs the data dir (`--data-dir`), not only `--samples`.
 """
 
 from __future__ import annotations
@@ -170,12 +174,62 @@ def _graded(sample: Sample) -> np.ndarray:
     return np.asarray([2 if k in gold else int(k[0] in codes) for k in sample.pool.keys], dtype=np.int32)
 
 
+def _number(article: str) -> float:
+    head = article.split("-")[0].split(".")[0]
+    return float(head) if head.isdigit() else np.nan
+
+
+def _neighbouring(samples: Sequence[Sample], groups: list[str], train: list[int]) -> Extra:
+    def columns(i: int) -> np.ndarray:
+        keys, x = samples[i].pool.keys, samples[i].pool.matrix
+        fused = np.nan_to_num(x[:, COLUMN["fused_rel"]])
+        top = np.nan_to_num(x[:, COLUMN["fused_rank"]], nan=np.inf) <= 20
+        numbers = np.asarray([_number(k[1]) for k in keys])
+        codes = np.asarray([k[0] for k in keys])
+        out = np.zeros((len(keys), 2), dtype=np.float32)
+        for j in range(len(keys)):
+            near = (codes == codes[j]) & (np.abs(numbers - numbers[j]) <= 3)
+            near[j] = False
+            if near.any():
+                out[j] = fused[near].max(), (near & top).sum()
+        return out
+
+    return columns
+
+
+def title_similarity(samples: Sequence[Sample], settings: Settings) -> Extra:
+    """Per sample, e5 similarity of the question to each candidate's title, and that minus the pool's best."""
+    from corpus.store import load_articles
+    from index.embeddings import make_embeddings
+    from retrieval.searches import dense_query
+
+    titles: dict[tuple[str, str, str], str] = {
+        (a.doc_id, a.number, a.lang): a.title for a in load_articles(settings.corpus_dir) if a.title
+    }
+    embeddings = make_embeddings(settings)
+    wanted: list[list[tuple[str, str, str]]] = []  # per sample, per candidate: the title's key
+    for s in samples:
+        lang = s.question.lang or "ru"
+        wanted.append([(*k, lang) if (*k, lang) in titles else (*k, "ru") for k in s.pool.keys])
+    keys = sorted({key for per in wanted for key in per if key in titles})
+    vectors = np.asarray(embeddings.embed_documents([titles[k] for k in keys]), dtype=np.float32)
+    row = {k: n for n, k in enumerate(keys)}
+    out = []
+    for s, per in zip(samples, wanted, strict=True):
+        query = np.asarray(embeddings.embed_query(dense_query(s.question.query, settings.dense_query_max_chars)))
+        sims = np.asarray([vectors[row[k]] @ query if k in row else np.nan for k in per], dtype=np.float32)
+        best = np.nanmax(sims) if np.isfinite(sims).any() else np.nan
+        out.append(np.column_stack([sims, sims - best]).astype(np.float32))
+    return out.__getitem__
+
+
 VARIANTS = (
     Variant("learned (shipped features)"),
     Variant("+ neighbours' citations", extra=_neighbours),
     Variant("+ citation prior", extra=_citation_prior),
     Variant("graded labels (code 1, article 2)", labels=_graded),
     Variant("blend with fusion (RRF)", blend=True),
+    Variant("+ neighbouring articles", extra=_neighbouring),
 )
 
 
@@ -225,7 +279,7 @@ def metrics(samples: Sequence[Sample], rankings: Mapping[int, Sequence[Key]], pi
     )
 
 
-def table(samples: Sequence[Sample], seeds: Sequence[int]) -> list[str]:
+def table(samples: Sequence[Sample], seeds: Sequence[int], variants: Sequence[Variant] = VARIANTS) -> list[str]:
     """Markdown: per variant, out-of-fold figures (mean over fold seeds) and cross-file figures."""
     groups = fold_groups(samples)
     everyone = list(range(len(samples)))
@@ -256,7 +310,7 @@ def table(samples: Sequence[Sample], seeds: Sequence[int]) -> list[str]:
     head += "".join(f" {name.removeprefix('jurhelp_')} only: hit@10 | MRR |" for name in cross)
     rule = "|---|" + "---:|" * (9 + 2 * len(cross))
     lines = [head, rule, f"| fusion (no learned stage) | {cells([fusion], dict.fromkeys(cross, fusion))} |"]
-    for variant in VARIANTS:
+    for variant in variants:
         start = time.perf_counter()
         runs = []
         for seed in seeds:
@@ -284,16 +338,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=PROJECT_DIR / "bench" / "learned_variants.md")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     samples = load_samples(args.samples) if args.samples else None
     if samples is None:
         from retrieval.pipeline import Retrieval, Stages
 
-        settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
         files = args.gold or [GOLD_DIR / f"{n}.jsonl" for n in DEFAULT_GOLD]
         retrieval = Retrieval.load(settings, stages=Stages(learned=False, rerank=False))
         samples = collect(retrieval, {p.stem: read_gold(p) for p in files}, TrainConfig.pool_k)
         if args.samples:
             save_samples(samples, args.samples)
+    variants = list(VARIANTS)
+    if settings.corpus_dir.is_dir():
+        titles = title_similarity(samples, settings)
+        variants.append(Variant("+ title similarity (e5)", extra=lambda samples, groups, train: titles))
+    else:
+        logger.info("No corpus in %s: the title-similarity variant is left out", settings.corpus_dir)
     counts = collections.Counter(s.source for s in samples)
     lines = [
         "# The learned stage: variants tried, out of fold",
@@ -304,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         " (sd: of jurhelp hit@10 across seeds). The cross-file columns train on every other question and score one"
         " jurhelp file. jurhelp = jurhelp_dev + jurhelp_train. The shipped default is the fusion.",
         "",
-        *table(samples, args.seeds),
+        *table(samples, args.seeds, variants),
         "",
     ]
     args.out.write_text("\n".join(lines), encoding="utf-8")

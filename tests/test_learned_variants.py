@@ -17,10 +17,12 @@ from bench.learned_variants import (
     load_samples,
     rank_held_out,
     save_samples,
+    title_similarity,
 )
 from retrieval.gold import GoldArticle
 from retrieval.pipeline import Retrieval
 from retrieval.train import Sample, collect, fold_groups, read_gold
+from tests.support.retrieval import UK
 
 pytestmark = pytest.mark.slow
 
@@ -82,3 +84,17 @@ def test_each_variant_ranks_held_out_questions_with_named_articles_first(samples
     for i in held:
         assert sorted(ranked[i]) == sorted(set(samples[i].pool.keys) | set(samples[i].named))
         assert ranked[i][: len(samples[i].named)] == list(samples[i].named)
+
+
+def test_title_similarity_is_highest_for_the_title_the_question_names(
+    hybrid_retrieval: Retrieval, samples: list[Sample]
+) -> None:
+    columns = title_similarity(samples, hybrid_retrieval.settings)
+    theft = next(
+        i for i, s in enumerate(samples) if (UK, "188") in s.question.relevant_keys and s.question.lang == "ru"
+    )
+    sims = columns(theft)
+    keys = samples[theft].pool.keys
+    assert sims.shape == (len(keys), 2) and np.isfinite(sims[:, 0]).sum() > len(keys) // 2
+    assert keys[int(np.nanargmax(sims[:, 0]))][0] == UK  # a Criminal Code title is nearest to a question on theft
+    assert np.nanmax(sims[:, 1]) == 0.0  # the second column is relative to the pool's best
