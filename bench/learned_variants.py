@@ -15,6 +15,8 @@ Variants:
 - citation prior: how often the training gold cites the article, and its code's share of the training questions.
 - graded labels: the gold article 2, an article of a gold code 1 (teaches the code as well as the article).
 - blend with fusion: reciprocal-rank blend of the learned order and the fused order (k = 20).
+- code classifier: the probability of the candidate's code from a logistic regression over the question's TF-IDF
+  (one-vs-rest over the codes the training gold cites; a training question's own from inner folds).
 - neighbouring articles: the best fused score among the candidate's code's articles within 3 numbers of it, and
   how many of them are in the fused top 20 (a chapter the first stage keeps finding).
 - title similarity: e5 similarity of the question to the article's title (in the question's language where the
@@ -29,6 +31,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,6 +177,43 @@ def _graded(sample: Sample) -> np.ndarray:
     return np.asarray([2 if k in gold else int(k[0] in codes) for k in sample.pool.keys], dtype=np.int32)
 
 
+def _code_classifier(samples: Sequence[Sample], groups: list[str], train: list[int]) -> Extra:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+    from sklearn.multiclass import OneVsRestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    binarizer = MultiLabelBinarizer().fit([{k[0] for k in samples[m].question.relevant_keys} for m in train])
+
+    def fitted(on: Sequence[int]) -> Any:
+        texts = [samples[m].question.query for m in on]
+        labels = binarizer.transform([{k[0] for k in samples[m].question.relevant_keys} for m in on])
+        model = make_pipeline(
+            TfidfVectorizer(analyzer=_terms, sublinear_tf=True),
+            OneVsRestClassifier(LogisticRegression(C=10.0, max_iter=1000)),
+        )
+        with warnings.catch_warnings():  # a code no question of these cites: a constant predictor, as it should
+            warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
+            return model.fit(texts, labels)
+
+    probability: dict[int, np.ndarray] = {}  # a training question's, from a model that never saw its group
+    split = GroupKFold(n_splits=5, shuffle=True, random_state=SEED).split(train, groups=[groups[m] for m in train])
+    for inner, held in split:
+        model = fitted([train[j] for j in inner])
+        for j, p in zip(held, model.predict_proba([samples[train[j]].question.query for j in held]), strict=True):
+            probability[train[j]] = p
+    full = fitted(train)
+    codes = {c: n for n, c in enumerate(binarizer.classes_)}
+
+    def columns(i: int) -> np.ndarray:
+        p = probability[i] if i in probability else full.predict_proba([samples[i].question.query])[0]
+        return np.asarray([[p[codes[k[0]]] if k[0] in codes else 0.0] for k in samples[i].pool.keys], np.float32)
+
+    return columns
+
+
 def _number(article: str) -> float:
     head = article.split("-")[0].split(".")[0]
     return float(head) if head.isdigit() else np.nan
@@ -230,6 +270,7 @@ VARIANTS = (
     Variant("graded labels (code 1, article 2)", labels=_graded),
     Variant("blend with fusion (RRF)", blend=True),
     Variant("+ neighbouring articles", extra=_neighbouring),
+    Variant("+ code classifier", extra=_code_classifier),
 )
 
 
