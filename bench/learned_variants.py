@@ -195,7 +195,7 @@ def _code_classifier(samples: Sequence[Sample], groups: list[str], train: list[i
             OneVsRestClassifier(LogisticRegression(C=10.0, max_iter=1000)),
         )
         with warnings.catch_warnings():  # a code no question of these cites: a constant predictor, as it should
-            warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
+            warnings.filterwarnings("ignore", message="Label (not )?.* is present in all training examples")
             return model.fit(texts, labels)
 
     probability: dict[int, np.ndarray] = {}  # a training question's, from a model that never saw its group
