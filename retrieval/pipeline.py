@@ -271,13 +271,16 @@ class Retrieval:
         start = time.perf_counter()
         query, ranked = self._ranked(question, timings, followup)
         scores = self.chunk_scores(query.info.augmented) if self.chunk_scores is not None else None
-        verdict = self.verdict(query.info, scores)
+        verdict = self.verdict(query.info, scores, message=followup.own or None)
         docs = list(self.assembly.compress_documents(ranked, query)) if verdict.status == "answered" else []
         timings["total_ms"] = (time.perf_counter() - start) * 1000
         return RetrievalResult(query=query.info, docs=docs, timings=timings, verdict=verdict)
 
-    def verdict(self, info: QueryInfo, chunk_scores: np.ndarray | None = None) -> Verdict:
-        """Whether to answer (retrieval/verdict.py); without explicit references in the recipe, always."""
+    def verdict(
+        self, info: QueryInfo, chunk_scores: np.ndarray | None = None, *, message: str | None = None
+    ) -> Verdict:
+        """Whether to answer (retrieval/verdict.py); without explicit references in the recipe, always.
+        `message`: the user's own words when `info` is of more (a follow-up glued to the conversation)."""
         return verdicts.decide(
             info,
             explicit=self.explicit if self.stages.explicit else None,
@@ -285,6 +288,7 @@ class Retrieval:
             settings=self.settings,
             max_chars=self.settings.context_max_chars,
             chunk_scores=chunk_scores,
+            message=message,
         )
 
     def relevance(

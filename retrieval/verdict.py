@@ -4,10 +4,12 @@ the registry lacks, or nothing relevant (off-topic), from the searches' relevanc
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 
 from config import Settings
+from corpus.lang import normalize
 from retrieval.explicit import ExplicitRetriever, unknown_codes
 from retrieval.query import QueryInfo
 from retrieval.records import Verdict
@@ -24,11 +26,18 @@ def decide(
     settings: Settings,
     max_chars: int,
     chunk_scores: np.ndarray | None = None,
+    message: str | None = None,
 ) -> Verdict:
     """Whether to answer: a named existing article is answered; a code the registry lacks or an article
-    that does not exist is said so; a question naming neither whose relevance is below its setting is
-    off-topic. Without `explicit` (references not read) every question is answered."""
-    if explicit is None or explicit.keys(info):
+    that does not exist is said so; small talk, or a question naming neither whose relevance is below its
+    setting, is off-topic. `message`: what the user wrote, when `info` reads more (a follow-up glued to the
+    conversation): «спасибо» after an answer is small talk, not the previous question again. Without `explicit`
+    (references not read) every question is answered."""
+    if explicit is None:
+        return Verdict()
+    if small_talk(info.text if message is None else message):
+        return Verdict("off_topic")
+    if explicit.keys(info):
         return Verdict()
     if unknown := unknown_codes(info.text):
         return Verdict("unknown_code", unknown_codes=unknown)
@@ -45,6 +54,29 @@ def decide(
     if signals.get("bm25", 0.0) < max(s.off_topic_bm25, s.off_topic_weak_bm25) and s.off_topic_dense > 0:
         signals = dict(relevance(info, searches, s, chunk_scores, dense=True))
     return Verdict("off_topic" if off_topic(signals, s) else "answered", relevance=tuple(signals.items()))
+
+
+# Chat words with no legal content, as written (normalized, not stemmed): a message made of these alone is small talk
+# whatever the searches find — «как дела» matches «дело» (a case), «қалайсыз» stems like «қала», «ок» and «понятно,
+# спасибо» land near anything in the vectors. «да» and «нет» are not here: they may answer something.
+_SMALL_TALK = frozenset(
+    """
+    привет приветствую здравствуйте здравствуй добрый доброе доброго день вечер утро утра дня вечера хай
+    как дела делишки ты вы у тебя вас твои ваши
+    спасибо спс благодарю большое огромное понятно ясно ок окей хорошо ладно отлично супер класс пока до свидания
+    hi hello hey thanks thank you ok okay bye
+    сәлем салем сәлеметсіз салеметсиз сәлеметсіздер бе ме қалайсыз калайсыз қалың калын қалай калай жағдай жагдай
+    жағдайың жағдайыңыз жагдайыныз рахмет рақмет көп коп үлкен жақсы жаксы түсінікті тусиникти түсіндім сау
+    болыңыз болыныз бол қайырлы кайырлы күн кун таң тан кеш
+    """.split()
+)
+_CHAT_WORD_RE = re.compile(r"[^\W_]+")
+
+
+def small_talk(text: str) -> bool:
+    """Whether a message is only greetings, thanks or «how are you», in Russian, Kazakh or English."""
+    words = _CHAT_WORD_RE.findall(normalize(text))
+    return bool(words) and all(w in _SMALL_TALK for w in words)
 
 
 def relevance(

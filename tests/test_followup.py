@@ -59,6 +59,14 @@ def test_an_elliptical_follow_up_is_searched_with_the_previous_question(chain):
     assert result.template == "criminal" and "followup_ms" in result.timings
 
 
+def test_thanks_after_an_answer_is_not_the_previous_question_again(chain):
+    history = asked(chain, FRAUD)
+    for thanks in ("Спасибо!", "Понятно, спасибо", "Рахмет!"):
+        result = chain.invoke(thanks, history)
+        assert result.status == "off_topic" and result.sources == (), (thanks, result.search_question)
+    assert chain.invoke(LARGE, history).status == "answered"  # a real follow-up still is
+
+
 def test_a_third_turn_keeps_the_whole_thread(chain):
     history = asked(chain, FRAUD, LARGE)
     understood = chain.understand("И сколько лет лишения свободы?", history)
