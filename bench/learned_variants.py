@@ -3,7 +3,8 @@
     python -m bench.learned_variants [--data-dir DIR] [--samples DIR] [--seeds 17 1 2] [--out bench/learned_variants.md]
 
 The candidates of every gold question are collected once through the real pipeline (`retrieval.train.collect`,
-~15 min on the full corpus) and kept in `--samples DIR` as JSON + npz (nothing pickled), so a rerun only trains.
+5–15 min on the full corpus, by load) and kept in `--samples DIR` as JSON + npz (nothing pickled): a rerun only
+trains.
 Every variant is scored on the same folds (`retrieval.train.folds_of`: a question and its translation share one),
 for several fold seeds, and across files (trained without one jurhelp file, scored on it). A variant's extra
 features for a question are computed from its training questions only — for a training question, from the
