@@ -280,7 +280,7 @@ class Retrieval:
         self, info: QueryInfo, chunk_scores: np.ndarray | None = None, *, message: str | None = None
     ) -> Verdict:
         """Whether to answer (retrieval/verdict.py); without explicit references in the recipe, always.
-        `message`: the user's own words when `info` is of more (a follow-up glued to the conversation)."""
+        `message`: what the user wrote, when `info` reads more (a follow-up glued to the conversation)."""
         return verdicts.decide(
             info,
             explicit=self.explicit if self.stages.explicit else None,
