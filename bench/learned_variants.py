@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import logging
 import sys
@@ -42,9 +43,8 @@ import numpy as np
 
 from config import PROJECT_DIR, Settings
 from retrieval.analyzer import analyze
-from retrieval.features import COLUMN, FEATURE_NAMES, FEATURE_SCHEMA, Pool
+from retrieval.features import COLUMN, FEATURE_NAMES, FEATURE_SCHEMA, Pool, article_number
 from retrieval.gold import GoldQuestion, Key
-from retrieval.metrics import Metrics, QuestionResult
 from retrieval.train import (
     DEFAULT_GOLD,
     GOLD_DIR,
@@ -54,6 +54,7 @@ from retrieval.train import (
     collect,
     fold_groups,
     folds_of,
+    ranking_metrics,
     read_gold,
 )
 
@@ -119,13 +120,7 @@ class Variant:
     blend: bool = False
 
 
-_TERMS: dict[str, list[str]] = {}
-
-
-def _terms(text: str) -> list[str]:
-    if text not in _TERMS:
-        _TERMS[text] = analyze(text)
-    return _TERMS[text]
+_terms = functools.cache(analyze)  # each question is analysed once, not once per fold and variant
 
 
 def _neighbours(samples: Sequence[Sample], groups: list[str], train: list[int]) -> Extra:
@@ -215,17 +210,12 @@ def _code_classifier(samples: Sequence[Sample], groups: list[str], train: list[i
     return columns
 
 
-def _number(article: str) -> float:
-    head = article.split("-")[0].split(".")[0]
-    return float(head) if head.isdigit() else np.nan
-
-
 def _neighbouring(samples: Sequence[Sample], groups: list[str], train: list[int]) -> Extra:
     def columns(i: int) -> np.ndarray:
         keys, x = samples[i].pool.keys, samples[i].pool.matrix
         fused = np.nan_to_num(x[:, COLUMN["fused_rel"]])
         top = np.nan_to_num(x[:, COLUMN["fused_rank"]], nan=np.inf) <= 20
-        numbers = np.asarray([_number(k[1]) for k in keys])
+        numbers = np.asarray([article_number(k[1]) for k in keys])
         codes = np.asarray([k[0] for k in keys])
         out = np.zeros((len(keys), 2), dtype=np.float32)
         for j in range(len(keys)):
@@ -305,22 +295,6 @@ def rank_held_out(
     return {i: samples[i].ranking(_scores(variant, booster, _matrix(samples[i], extra, i))) for i in held}
 
 
-def metrics(samples: Sequence[Sample], rankings: Mapping[int, Sequence[Key]], picked: Sequence[int]) -> Metrics:
-    return Metrics.of(
-        [
-            QuestionResult(
-                id=samples[i].question.id,
-                lang="",
-                explicit=bool(samples[i].named),
-                relevant=frozenset(samples[i].question.relevant_keys),
-                ranked=[(d, a, 0.0) for d, a in rankings[i]],
-                latency_ms=0.0,
-            )
-            for i in picked
-        ]
-    )
-
-
 def table(samples: Sequence[Sample], seeds: Sequence[int], variants: Sequence[Variant] = VARIANTS) -> list[str]:
     """Markdown: per variant, out-of-fold figures (mean over fold seeds) and cross-file figures."""
     groups = fold_groups(samples)
@@ -336,15 +310,15 @@ def table(samples: Sequence[Sample], seeds: Sequence[int], variants: Sequence[Va
         rankings: Sequence[Mapping[int, Sequence[Key]]], cross_runs: Mapping[str, Mapping[int, Sequence[Key]]]
     ) -> str:
         def mean(picked: list[int], field: str) -> float:
-            return float(np.mean([getattr(metrics(samples, r, picked), field) for r in rankings]))
+            return float(np.mean([getattr(ranking_metrics(samples, r, picked), field) for r in rankings]))
 
-        hit10 = [metrics(samples, r, jurhelp).hit10 for r in rankings]
+        hit10 = [ranking_metrics(samples, r, jurhelp).hit10 for r in rankings]
         out = [mean(jurhelp, f) for f in ("hit1", "hit5", "hit10", "mrr")]
         text = [f"{v:.3f}" for v in out] + [f"{np.std(hit10):.3f}"]
         for name in ("citizen_dev", "followup_dev"):
             text += [f"{mean(by_file[name], f):.3f}" if by_file.get(name) else "–" for f in ("hit1", "mrr")]
         for name in cross:
-            m = metrics(samples, cross_runs[name], by_file[name])
+            m = ranking_metrics(samples, cross_runs[name], by_file[name])
             text += [f"{m.hit10:.3f}", f"{m.mrr:.3f}"]
         return " | ".join(text)
 

@@ -92,7 +92,8 @@ class _Static:
 _STATIC: dict[tuple[int, ...], tuple[object, _Static]] = {}
 
 
-def _number(article: str) -> float:
+def article_number(article: str) -> float:
+    """An article's number as a float («188-1» → 188.0), NaN when it has none."""
     head = article.split("-")[0].split(".")[0]
     return float(head) if head.isdigit() else math.nan
 
@@ -115,7 +116,7 @@ def _build_static(retrieval: Retrieval) -> _Static:
     index = {k: i for i, k in enumerate(keys)}
     last: dict[str, float] = {}
     for doc_id, article in keys:
-        n = _number(article)
+        n = article_number(article)
         if not math.isnan(n):
             last[doc_id] = max(last.get(doc_id, 0.0), n)
     facts = np.zeros((len(keys), 5), dtype=np.float32)
@@ -123,7 +124,7 @@ def _build_static(retrieval: Retrieval) -> _Static:
     for i, k in enumerate(keys):
         positions = articles.positions(k, "ru")
         first = articles.documents[positions[0]]
-        n = _number(k[1])
+        n = article_number(k[1])
         facts[i] = (
             math.log1p(sum(len(articles.documents[p].page_content) for p in positions)),
             len(positions),

@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,18 +193,26 @@ class CrossValidation:
         return [s.fusion for s in self.samples]
 
     def metrics(self, which: str, picked: Sequence[int]) -> Metrics:
-        results = [
+        return ranking_metrics(self.samples, self.learned if which == "learned" else self.fusion, picked)
+
+
+def ranking_metrics(
+    samples: Sequence[Sample], rankings: Mapping[int, Sequence[Key]] | Sequence[Sequence[Key]], picked: Sequence[int]
+) -> Metrics:
+    """The metrics of the picked samples ranked as `rankings` (by sample index) says."""
+    return Metrics.of(
+        [
             QuestionResult(
-                id=self.samples[i].question.id,
+                id=samples[i].question.id,
                 lang="",
-                explicit=bool(self.samples[i].named),
-                relevant=frozenset(self.samples[i].question.relevant_keys),
-                ranked=[(d, a, 0.0) for d, a in (self.learned if which == "learned" else self.fusion)[i]],
+                explicit=bool(samples[i].named),
+                relevant=frozenset(samples[i].question.relevant_keys),
+                ranked=[(d, a, 0.0) for d, a in rankings[i]],
                 latency_ms=0.0,
             )
             for i in picked
         ]
-        return Metrics.of(results)
+    )
 
 
 def cross_validate(samples: Sequence[Sample], config: TrainConfig, k: int = 5) -> CrossValidation:
