@@ -17,6 +17,7 @@ runs, and the README stays short.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 import shlex
@@ -292,6 +293,42 @@ def test_every_project_file_named_exists(page: Path) -> None:
     named |= set(re.findall(rf"(?<![\w./~-])((?:{'|'.join(PACKAGES)})/[\w/]*\w\.py)\b", text))
     named |= set(re.findall(r"(?<![\w./~-])(prompts/[\w.]+\.(?:txt|toml))", text))
     assert sorted(name for name in named if not (ROOT / name).exists()) == []
+
+
+PROJECT_FILES = {
+    path.name for top in PACKAGES for path in (ROOT / top).rglob("*.py") if "__pycache__" not in path.parts
+} | {path.name for path in ROOT.glob("*.py")}
+
+
+FILE_SUFFIXES = {"py", "json", "jsonl", "txt", "toml", "sqlite", "md", "faiss", "gz", "tar"}
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a submodule of a plain module
+        return False
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_every_module_named_exists(page: Path) -> None:
+    """A module named by its file alone (`html_parser.py`) is a file of the project; one named by its dotted path
+    (`retrieval.verdict.small_talk`, `bot.app.build_application(...)`) imports, down to the last attribute."""
+    text = page.read_text(encoding="utf-8")
+    missing = sorted({name for name in re.findall(r"`(\w+\.py)`", text) if name not in PROJECT_FILES})
+    tops = {*PACKAGES, "rag_chain", "config", "cli"} - {"tests", "scripts", "bench"}
+    for dotted in sorted(set(re.findall(r"`((?:\w+\.)+\w+)[`(]", text))):
+        parts = dotted.split(".")
+        if parts[0] not in tops or parts[-1] in FILE_SUFFIXES:
+            continue
+        cut = next(i for i in range(len(parts), 0, -1) if _module_exists(".".join(parts[:i])))
+        obj: object = importlib.import_module(".".join(parts[:cut]))
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                missing.append(dotted)
+                break
+            obj = getattr(obj, attr)
+    assert missing == []
 
 
 def test_the_readme_is_short_and_its_test_command_is_what_ci_runs() -> None:
