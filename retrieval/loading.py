@@ -7,7 +7,6 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from langchain_core.vectorstores import VectorStore
 
@@ -21,9 +20,7 @@ from retrieval.bm25 import ChunkBM25Retriever
 from retrieval.learned import LearnedRanker
 from retrieval.rerank import FloatFlashrankRerank, load_reranker
 from retrieval.searches import build_bm25, build_latent
-
-if TYPE_CHECKING:
-    from retrieval.pipeline import Stages
+from retrieval.stages import Stages
 
 logger = logging.getLogger(__name__)
 

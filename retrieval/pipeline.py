@@ -8,9 +8,9 @@
       ├─ compressors   HeadRerank (FlashRank) → ExplicitFirst → RemedyRoutes   = `ranking` (`rank_articles`)
       └─ verdict, then ArticleAssembly: one citable Document per article        = `retrieve`
 
-Each step is a retriever or a `BaseDocumentCompressor` usable on its own; `Stages` is the recipe that says which
-steps the composition has (all in the product; an ablation row composes fewer), `variant` composes another one
-from the same loaded parts.
+Each step is a retriever or a `BaseDocumentCompressor` usable on its own; `Stages` (retrieval/stages.py) is the
+recipe that says which steps the composition has (all in the product; an ablation row composes fewer), `variant`
+composes another one from the same loaded parts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import numpy as np
@@ -51,27 +50,12 @@ from retrieval.records import NO_FOLLOWUP, Followup, Query, RetrievalResult, Ver
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import FloatFlashrankRerank, HeadRerank
 from retrieval.searches import Searches, build_bm25
+from retrieval.stages import Stages
 from retrieval.verdict import off_topic
 
 __all__ = ["Followup", "Query", "Retrieval", "RetrievalResult", "Stages", "Verdict", "off_topic"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Stages:
-    """The recipe: which steps the composition has. All of them in the product; the ablation bench composes
-    fewer."""
-
-    bm25: bool = True
-    dense: bool = True
-    sparse: bool = True  # latent terms (index/sparse.py), when built and settings.sparse_weight > 0
-    explicit: bool = True
-    augment: bool = True
-    law_aware: bool = True
-    rerank: bool = True
-    remedies: bool = True
-    learned: bool = True  # the learned second stage (retrieval/learned.py), when its model loads
 
 
 class Retrieval:

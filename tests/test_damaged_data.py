@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import rag_chain
+from cli import main as ask_main
 from config import Settings
 from index.build import build_index
 from ingest_adilet import cli
@@ -50,7 +51,7 @@ def data(built: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Pa
 
 
 def ask(data: Path, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    code = rag_chain.main(["ask", "--json", "--data-dir", str(data), QUESTION])
+    code = ask_main(["ask", "--json", "--data-dir", str(data), QUESTION])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -92,7 +92,7 @@ def test_a_damaged_index_is_still_an_error(corpus_slice, settings: Settings, tin
 def test_ask_on_a_fresh_data_dir_answers_at_once_and_says_what_to_build(
     settings: Settings, shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rag_chain import main
+    from cli import main
 
     source = make_source_dir(tmp_path / "src", shared_dir, [CONSUMER])
     data = tmp_path / "fresh"

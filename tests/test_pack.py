@@ -299,7 +299,7 @@ def test_cli_pack_and_unpack(source: Settings, tmp_path: Path, capsys: pytest.Ca
 def test_ask_with_a_pack_answers_on_a_fresh_data_dir(
     packed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import rag_chain
+    import cli
 
     monkeypatch.chdir(tmp_path)  # no .env
     for var in ("GROQ_API_KEY", "OLLAMA_ENABLED", "DATA_DIR"):
@@ -307,11 +307,11 @@ def test_ask_with_a_pack_answers_on_a_fresh_data_dir(
     monkeypatch.setenv("LEARNED_RANKER", "false")
     office = tmp_path / "office"
     argv = ["ask", "--pack", str(packed), "--data-dir", str(office), "--json", "нужна ли лицензия на майнинг"]
-    assert rag_chain.main(argv) == 0
+    assert cli.main(argv) == 0
     out = capsys.readouterr()
     result = json.loads(out.out)
     assert {s["doc_id"] for s in result["sources"]} == {DIGITAL_ASSETS}
     assert "9" in [s["article"] for s in result["sources"]]
     assert "Installed" in out.err and (office / "index" / "faiss" / "index.faiss").exists()
-    assert rag_chain.main(argv) == 0  # the corpus is there now: the pack is not unpacked again
+    assert cli.main(argv) == 0  # the corpus is there now: the pack is not unpacked again
     assert "--pack ignored" in capsys.readouterr().err

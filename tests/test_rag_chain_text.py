@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import cli
 import rag_chain
 from config import Settings
 from corpus.store import load_articles
@@ -53,7 +54,7 @@ def test_cli_ask_with_invalid_utf8(
     key = rag_chain._key(cli_settings)
     chain = QAChain(cli_settings, hybrid_retrieval, load_articles(data_dir / "corpus"))
     monkeypatch.setitem(rag_chain._chains, key, rag_chain._Held(chain, time.monotonic()))
-    assert rag_chain.main(["ask", "--data-dir", str(data_dir), BROKEN]) == 0
+    assert cli.main(["ask", "--data-dir", str(data_dir), BROKEN]) == 0
     out = capsys.readouterr().out
     assert "Статья 188. Кража" in out
 
