@@ -53,12 +53,14 @@ class ProgressLog:
         self.every_seconds = every_seconds
         self.step = max(1, math.ceil(total * every_fraction))
         self.done = 0
+        self.current = ""
         self.began = self.last = clock()
         self.next_done = self.step
         logger.info("%s: %d to do", description, total)
 
     def advance(self, n: int = 1, current: str = "") -> None:
         self.done += n
+        self.current = current or self.current
         now = self.clock()
         if self.done >= self.total or (self.done < self.next_done and now - self.last < self.every_seconds):
             return  # the last line is written by `finish`
@@ -72,7 +74,7 @@ class ProgressLog:
             self.done,
             self.total,
             100 * self.done // self.total,
-            f", {current}" if current else "",
+            f", {self.current}" if self.current else "",
             f"{rate:.3g}",
             left,
         )
