@@ -3,7 +3,8 @@
 Off a terminal (a service manager, output to a file) a bar draws nothing useful, so the work logs one line at INFO
 (logger `corpus.progress`, which the CLIs show) every `EVERY_SECONDS` or every `EVERY_FRACTION` of the job, whichever
 comes first: done/total, rate and time left; a line when it starts and one when it is done. With `show=False`
-(`--no-progress`) nothing at all.
+(`--no-progress`) nothing at all. Work run beside other logging on the same terminal (the bot's background index
+build) runs `in_logs_only()`: lines, never a bar.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from corpus.console import make_console
@@ -23,6 +25,7 @@ T = TypeVar("T")
 
 EVERY_SECONDS = 30.0
 EVERY_FRACTION = 0.05
+_logs_only: ContextVar[bool] = ContextVar("progress_in_logs_only", default=False)
 
 
 def duration(seconds: float) -> str:
@@ -108,7 +111,7 @@ def tracker(description: str, total: int, *, show: bool, transient: bool = False
         yield Tracker()
         return
     console = make_console(stderr=True)
-    if not console.is_terminal:
+    if not console.is_terminal or _logs_only.get():
         log = ProgressLog(description, total)
         yield Tracker(log=log)
         log.finish()
@@ -132,6 +135,16 @@ def tracker(description: str, total: int, *, show: bool, transient: bool = False
     )
     with Progress(*columns, console=console, transient=transient) as bar:
         yield Tracker(bar, bar.add_task("", total=total))
+
+
+@contextmanager
+def in_logs_only() -> Iterator[None]:
+    """Within it (in this thread), progress is shown as log lines even on a terminal."""
+    token = _logs_only.set(True)
+    try:
+        yield
+    finally:
+        _logs_only.reset(token)
 
 
 def track(items: Iterable[T], *, total: int, description: str, show: bool) -> Iterator[T]:

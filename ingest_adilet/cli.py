@@ -208,8 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handlers=[log_handler(_console)],
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    # Off a terminal progress is a log line (corpus/progress.py): shown without -v, unless --no-progress.
-    logging.getLogger("corpus.progress").setLevel(logging.WARNING if args.no_progress else logging.INFO)
+    if not args.no_progress:  # off a terminal progress is a log line (corpus/progress.py), shown without -v
+        logging.getLogger("corpus.progress").setLevel(logging.INFO)
     try:
         settings = _settings(args)
         if args.command == "index":
