@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from config import PROJECT_DIR
-from corpus.progress import ProgressLog, duration
+from corpus.progress import ProgressLog, duration, in_logs_only, track
 
 DOC = "Z2300000193"  # the smallest law: 20 Russian chunks, embedded in one batch; latent terms one by one
 # «Latent terms: 3/20 (15%), 4.1/s, about 4 s left»
@@ -76,6 +76,19 @@ def test_durations_read_as_people_say_them() -> None:
         "1 h 00 min",
         "1 h 20 min",
     ]
+
+
+def test_a_terminal_gets_a_bar_and_no_lines_unless_in_logs_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="corpus.progress")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    assert list(track(range(40), total=40, description="Latent terms", show=True)) == list(range(40))
+    assert "Latent terms" in capsys.readouterr().err and _messages(caplog) == []
+    with in_logs_only():  # the bot's background build: its logs share the terminal
+        assert len(list(track(range(40), total=40, description="Latent terms", show=True))) == 40
+    assert "Latent terms" not in capsys.readouterr().err
+    assert _messages(caplog)[0] == "Latent terms: 40 to do" and _messages(caplog)[-1].startswith("Latent terms: 40/40")
 
 
 def _cli(*args: str, cwd: Path, log: Path) -> subprocess.CompletedProcess[str]:
