@@ -7,7 +7,6 @@ The build also logs (at INFO) the size of the job and, once the first batch is t
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -27,7 +26,6 @@ class Advance:
         self.progress = progress
         self.todo = todo
         self.done = 0
-        self.began = time.perf_counter()
         logger.info("%d texts to embed, %d of %d from the embedding cache", todo, total - todo, total)
 
     def batch(self, n: int, seconds: float) -> None:
