@@ -95,9 +95,9 @@ def _install_pack(settings: Settings, pack: Path) -> None:
 
 
 def _print_result(result: QAResult, pending: IndexPending | None = None) -> None:
-    from rich.console import Console
+    from corpus.console import make_console
 
-    console = Console()
+    console = make_console()  # piped: each line as long as its content (no hard wrap at 80 columns)
     console.print(result.answer, markup=False, highlight=False)
     console.print()
     heading = "Дереккөздер" if result.lang == "kk" else "Источники"

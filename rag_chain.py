@@ -264,11 +264,13 @@ def build_missing_index(settings: Settings) -> bool:
     """Build the search index the loaded chain lacks and publish it, so that every chain over the data dir (in
     this process at once, in others at their next check) swaps to it; False when nothing was missing. Slow
     (see `IndexPending.eta`): run it in a background thread."""
+    from corpus.progress import in_logs_only
     from index.build import build_index
 
     if index_pending(settings) is None:
         return False
-    build_index(settings, progress=False)
+    with in_logs_only():  # a long build: its progress in the log, every 30 s or 5 % (never a bar among the logs)
+        build_index(settings)
     publish(settings, "index")
     with _lock:
         if (held := _chains.get(_key(settings))) is not None:

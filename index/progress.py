@@ -1,79 +1,32 @@
-"""Progress of the index builds (rich), and embedding through the embedding cache with that progress shown.
+"""Embedding through the embedding cache, with the progress of the job shown (corpus/progress.py: a rich bar on a
+terminal, log lines otherwise; `--no-progress` for none).
 
-The build logs the size of the job and, once the first batch is timed, an estimate of the rest; with `progress`
-it also draws a rich bar on the terminal (the CLIs' library; `--no-progress` for cron logs).
+The build also logs (at INFO) the size of the job and, once the first batch is timed, an estimate of the rest.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 
 from config import Settings
+from corpus.progress import Tracker, tracker
 from index.cache import CachedEmbeddings, EmbeddingCache
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-
-@contextmanager
-def progress_bar(show: bool) -> Iterator[Any]:
-    """A rich Progress with a bar, count, elapsed time and ETA; None when not shown."""
-    if not show:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns) as bar:
-        yield bar
-
-
-def track(items: Iterable[T], *, total: int, description: str, show: bool) -> Iterator[T]:
-    """The items, advancing a progress bar by one for each (no bar when not shown or nothing to do)."""
-    with progress_bar(show and total > 0) as bar:
-        task = bar.add_task(description, total=total) if bar is not None else None
-        for item in items:
-            yield item
-            if bar is not None:
-                bar.advance(task)
 
 
 class Advance:
     """Progress bookkeeping: logs the size of the job, then an estimate once the first batch is timed."""
 
-    def __init__(self, bar: Any) -> None:
-        self.bar = bar
-        self.task: Any = None
-        self.todo = 0
+    def __init__(self, todo: int, total: int, progress: Tracker) -> None:
+        self.progress = progress
+        self.todo = todo
         self.done = 0
-        self.began = 0.0
-
-    def start(self, todo: int, total: int) -> None:
-        self.todo, self.began = todo, time.perf_counter()
         logger.info("%d texts to embed, %d of %d from the embedding cache", todo, total - todo, total)
-        if self.bar is not None and todo:
-            self.task = self.bar.add_task("Embedding", total=todo)
 
     def batch(self, n: int, seconds: float) -> None:
         first = self.done == 0
@@ -86,8 +39,7 @@ class Advance:
                 (self.todo - n) / rate / 60,
                 self.todo - n,
             )
-        if self.bar is not None and self.task is not None:
-            self.bar.advance(self.task, n)
+        self.progress.advance(n)
 
 
 @contextmanager
@@ -98,10 +50,10 @@ def cached_embeddings(
     is logged first, then each embedded batch (and drawn when `progress`)."""
     cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite")
     try:
-        with progress_bar(progress) as bar:
-            advance = Advance(bar)
-            cached = CachedEmbeddings(embeddings, cache, on_batch=advance.batch)
-            advance.start(len(cached.missing(texts)), len(texts))
+        cached = CachedEmbeddings(embeddings, cache)
+        todo = len(cached.missing(texts))
+        with tracker("Embedding", todo, show=progress) as bar:
+            cached.on_batch = Advance(todo, len(texts), bar).batch
             yield cached
     finally:
         cache.close()

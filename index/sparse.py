@@ -28,9 +28,9 @@ from scipy import sparse
 
 from config import Settings
 from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
+from corpus.progress import track
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
-from index.progress import track
 
 logger = logging.getLogger(__name__)
 

@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from rich.console import Console
-from rich.logging import RichHandler
 from rich.table import Table
 
 from config import Settings
+from corpus.console import log_handler, make_console
 from corpus.errors import UserError
 from corpus.store import MANIFEST_FILE
 
-_console = Console(stderr=True)
+# Messages and logs (stderr); built again by `main`, which knows whether this run's stderr is a terminal.
+_console = make_console(stderr=True)
+
+
+NO_PROGRESS_HELP = "no progress bar (on a terminal) or progress lines (in logs)"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         "--docs", nargs="+", metavar="ID", help="only these adilet ids (default: every registry document)"
     )
     parser.add_argument("--lang", nargs="+", choices=["ru", "kk"], help="languages (default: INGEST_LANGUAGES)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", help="log every step")
     sub = parser.add_subparsers(dest="command", metavar="{index,pack,unpack,refresh}")
     index = sub.add_parser(
@@ -76,12 +79,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _common_options(command: argparse.ArgumentParser, data_dir_help: str) -> None:
-    """--data-dir and -v on a subcommand. SUPPRESS keeps what was given before the subcommand when they are not
-    given after it."""
+    """--data-dir, -v and --no-progress on a subcommand. SUPPRESS keeps what was given before the subcommand when
+    they are not given after it."""
     command.add_argument(
         "--data-dir", type=Path, metavar="DIR", default=argparse.SUPPRESS, help=f"{data_dir_help} (default: DATA_DIR)"
     )
     command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log every step")
+    command.add_argument("--no-progress", action="store_true", default=argparse.SUPPRESS, help=NO_PROGRESS_HELP)
 
 
 def _refresh_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +100,6 @@ def _refresh_parser(sub: argparse._SubParsersAction) -> None:
         (("--from-dir",), {"type": Path, "metavar": "DIR", "help": "read texts from DIR instead of live adilet"}),
         (("--docs",), {"nargs": "+", "metavar": "ID", "help": "only these adilet ids"}),
         (("--lang",), {"nargs": "+", "choices": ["ru", "kk"], "help": "languages (default: INGEST_LANGUAGES)"}),
-        (("--no-progress",), {"action": "store_true", "help": "no progress bars"}),
     ):
         refresh.add_argument(*flags, default=argparse.SUPPRESS, **kw)
     _common_options(refresh, "the data dir to refresh")
@@ -130,7 +133,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
         from index.publish import publish
 
         publish(settings, "ingest")  # a loaded chain over this data dir (the bot) picks up the new corpus
-    out = Console()
+    out = make_console()
     out.print(summary_table(report))
     failures = failures_table(report)
     if failures is not None:
@@ -140,7 +143,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _index(settings: Settings) -> int:
+def _index(settings: Settings, progress: bool) -> int:
     from index.build import build_index
 
     if not settings.index_dir.exists():
@@ -150,7 +153,7 @@ def _index(settings: Settings) -> int:
             " about 45 minutes on 2 cores the first time, and ~35 minutes more for its latent terms (SPARSE_WEIGHT=0"
             " skips them; DENSE_SCOPE=first_chunk halves the rest); later builds embed only what changed."
         )
-    report = build_index(settings)
+    report = build_index(settings, progress=progress)
     if not report.unchanged:
         from index.publish import publish
 
@@ -161,7 +164,7 @@ def _index(settings: Settings) -> int:
     for f in fields(report):
         value = getattr(report, f.name)
         table.add_row(f.name, f"{value:.1f}" if isinstance(value, float) else str(value))
-    Console().print(table)
+    make_console().print(table)
     return 0
 
 
@@ -188,7 +191,7 @@ def _refresh(args: argparse.Namespace, settings: Settings) -> int:
     if as_json:
         print(json.dumps({"ok": True, **report.to_json()}, ensure_ascii=False, indent=1))
         return 0
-    out = Console()
+    out = make_console()
     for table in report_tables(report):
         out.print(table)
     return 0
@@ -196,17 +199,21 @@ def _refresh(args: argparse.Namespace, settings: Settings) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2 for user errors, 1 when a document failed)."""
+    global _console
     args = _parser().parse_args(argv)
+    _console = make_console(stderr=True)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(name)s: %(message)s",
-        handlers=[RichHandler(console=_console, show_time=False, show_path=False)],
+        handlers=[log_handler(_console)],
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    if not args.no_progress:  # off a terminal progress is a log line (corpus/progress.py), shown without -v
+        logging.getLogger("corpus.progress").setLevel(logging.INFO)
     try:
         settings = _settings(args)
         if args.command == "index":
-            return _index(settings)
+            return _index(settings, progress=not args.no_progress)
         if args.command == "refresh":
             return _refresh(args, settings)
         if args.command in ("pack", "unpack"):
@@ -218,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.command == "pack"
                 else (unpack(settings, args.pack))
             )
-            Console().print(report_table(report, args.command))
+            make_console().print(report_table(report, args.command))
             return 0
         return _ingest(args, settings)
     except UserError as err:

@@ -16,13 +16,13 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from config import PROJECT_DIR, Settings
 from corpus.chunking import chunk_article
 from corpus.errors import AdiletUnreachable, DataDamaged, IngestError, UserError
 from corpus.legal.registry import ADILET_SOURCES, AdiletSource
+from corpus.progress import tracker
 from corpus.records import Article, Chunk, Lang, content_hash
 from corpus.store import DocumentEntry, DocumentRecords, EditionBasis, Manifest, check_corpus, write_corpus
 from index.publish import writes_data_dir
@@ -234,20 +234,11 @@ def ingest(
 
         fetcher = AdiletFetcher(settings)
 
-    bar = Progress(
-        TextColumn("[bold]ingest[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not progress,
-        transient=True,
-    )
     unreachable: AdiletUnreachable | None = None
     try:
-        with bar:
-            task = bar.add_task("", total=len(jobs))
+        with tracker("ingest", len(jobs), show=progress, transient=True) as bar:
             for doc, lang in jobs:
-                bar.update(task, description=f"{doc.doc_id} {lang}")
+                bar.advance(0, current=f"{doc.doc_id} {lang}")  # what is being read (named on the bar)
                 try:
                     result, records = _ingest_one(doc, lang, settings, manifest, source_dir, fetcher, refetch)
                 except AdiletUnreachable as err:  # no document will get through: stop at once
@@ -256,7 +247,7 @@ def ingest(
                 report.results.append(result)
                 if records is not None:
                     updates.append(records)
-                bar.advance(task)
+                bar.advance()
     finally:
         if fetcher is not None:
             fetcher.close()

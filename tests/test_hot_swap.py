@@ -212,6 +212,11 @@ async def test_the_bot_answers_at_once_and_keeps_its_index_complete(
     assert lines[2].startswith("answering with the lexical searches") and "under a minute" in lines[2]
     [stale] = [r for r in caplog.records if r.name == "rag_chain" and r.levelno == logging.WARNING]
     assert "out of date" in stale.getMessage()  # said once when the new corpus was swapped in without vectors
+    # each build's progress is in the log too (a line when it starts, every 5 % or 30 s, and when it is done)
+    progress = [r.getMessage() for r in caplog.records if r.name == "corpus.progress"]
+    assert progress[0] == "Embedding: 116 to do" and progress[1].startswith("Embedding: 32/116 (27%), ")
+    assert progress[-3].startswith("Embedding: 116/116 done in ")
+    assert progress[-2:-1] == ["Embedding: 1 to do"] and progress[-1].startswith("Embedding: 1/1 done in ")
 
 
 async def test_background_build_off_only_says_what_to_build(
