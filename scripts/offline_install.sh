@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Installs the program itself from wheels, with no network, and runs it: the route for an office without internet.
+#
+#   scripts/offline_install.sh download [WHEELHOUSE]   connected machine: the project's wheel and every dependency's
+#   scripts/offline_install.sh install  [WHEELHOUSE]   office: a fresh venv from WHEELHOUSE alone (--no-index)
+#   scripts/offline_install.sh check    [WHEELHOUSE]   both, the install with the network blocked, then the installed
+#                                                      program run offline from outside the clone (CI runs this)
+#
+# WHEELHOUSE defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/kz-law/wheelhouse. The dependencies are downloaded again only
+# when pyproject.toml or this script changed (a stamp file records their hash); the project's wheel is built each time.
+# torch is the CPU build (setup.sh's pin, from pip's find-links or PyTorch's CPU index): no CUDA packages are fetched.
+# `check` needs ../shared/corpus (the Russian Criminal Code is copied from it as a one-document corpus) and, to block the
+# network, `unshare -n` (root); without it pip is pointed at an unreachable index and proxy instead.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null || PY=python3
+TORCH=${TORCH:-torch==2.13.0}
+ACTION=${1:-check}
+WHEELHOUSE=$(realpath -m "${2:-${XDG_CACHE_HOME:-$HOME/.cache}/kz-law/wheelhouse}")
+DOC=K1400000226  # the Criminal Code
+QUESTION="Что будет за кражу телефона?"
+
+# pip's warnings about this machine's configured file:// indexes that hold no such project, one per package
+unnoisy() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
+
+step() { printf '[offline_install %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+download() {
+  mkdir -p "$WHEELHOUSE"
+  local stamp tmp
+  stamp=$WHEELHOUSE/.requirements-$(cat "$ROOT/pyproject.toml" "$0" | sha256sum | cut -c1-16)
+  tmp=$(mktemp -d)
+  # a venv of its own: pip's resolver must not see what another environment has installed
+  "$PY" -m venv "$tmp/venv"
+  unnoisy "$tmp/venv/bin/python" -m pip install -q --upgrade pip
+  step "building the project's wheel"
+  rm -f "$WHEELHOUSE"/kz_law_assistant-*.whl
+  unnoisy "$tmp/venv/bin/python" -m pip wheel -q --no-deps --wheel-dir "$WHEELHOUSE" "$ROOT"
+  local wheel
+  wheel=$(ls "$WHEELHOUSE"/kz_law_assistant-*.whl)
+  # the package data the program reads at run time must be in the wheel
+  "$tmp/venv/bin/python" - "$wheel" <<'EOF'
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+wanted = ["corpus/legal/registry.json", "retrieval/data/ranker.txt", "rag_chain.py", "cli.py", "config.py"]
+missing = [n for n in wanted if n not in names]
+data = [n for n in names if n.startswith("retrieval/data/") and n.endswith(".json")]
+if missing or not data:
+    sys.exit(f"the wheel lacks {missing or 'retrieval/data/*.json'}")
+print(f"{sys.argv[1]}: {len(names)} files, package data present ({len(data) + 2} data files)", file=sys.stderr)
+EOF
+  if [ -f "$stamp" ]; then
+    step "dependencies already in $WHEELHOUSE (requirements unchanged)"
+  else
+    step "downloading every dependency into $WHEELHOUSE"
+    # the CPU torch first and pinned, so that nothing in the resolution asks for the CUDA build
+    echo "$TORCH" >"$tmp/constraints.txt"
+    unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: "$TORCH" \
+      || unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: "$TORCH" \
+        --index-url https://download.pytorch.org/whl/cpu
+    # pip (with setuptools and wheel) too: the office's venv may come with an older one
+    unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: \
+      --find-links "$WHEELHOUSE" -c "$tmp/constraints.txt" "$wheel" pip
+    if ls "$WHEELHOUSE" | grep -Eiq '^nvidia_|^triton-'; then
+      step "CUDA packages were pulled into $WHEELHOUSE: $(ls "$WHEELHOUSE" | grep -Ei '^nvidia_|^triton-' | tr '\n' ' ')"
+      exit 1
+    fi
+    rm -f "$WHEELHOUSE"/.requirements-* && touch "$stamp"
+  fi
+  step "wheelhouse: $(ls "$WHEELHOUSE"/*.whl | wc -l) wheels, $(du -sh "$WHEELHOUSE" | cut -f1)"
+  rm -rf "$tmp"
+}
+
+# Runs "$@" with no network: a new network namespace (only a down loopback), else pip pointed nowhere.
+offline() {
+  if unshare -n true 2>/dev/null; then
+    unshare -n "$@"
+  else
+    step "unshare -n is not permitted: pip gets an unreachable index and proxy instead"
+    PIP_INDEX_URL=http://127.0.0.1:9/simple PIP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+      HTTP_PROXY=http://127.0.0.1:9 "$@"
+  fi
+}
+
+install() {
+  local venv=$1
+  step "installing into a fresh venv $venv from $WHEELHOUSE alone"
+  "$PY" -m venv "$venv"
+  # PIP_CONFIG_FILE=/dev/null: none of this machine's pip configuration (its find-links, its extra indexes) helps
+  offline env PIP_CONFIG_FILE=/dev/null "$venv/bin/python" -m pip install -q --no-index --no-cache-dir \
+    --find-links "$WHEELHOUSE" --upgrade pip
+  offline env PIP_CONFIG_FILE=/dev/null "$venv/bin/python" -m pip install -q --no-index --no-cache-dir \
+    --find-links "$WHEELHOUSE" kz-law-assistant
+}
+
+check() {
+  WORK=$(mktemp -d)
+  trap 'rm -rf "$WORK"' EXIT
+  local work=$WORK
+  download
+  install "$work/venv"
+  local py=$work/venv/bin/python
+  mkdir -p "$work/run/source/rus"
+  cp "$ROOT/../shared/corpus/rus/$DOC.txt" "$work/run/source/rus/"
+  cd "$work/run"  # outside the clone: the installed wheel runs, not the source tree
+  step "running the installed program offline from $PWD"
+  offline env -u PYTHONPATH "$py" - <<'EOF'
+import sys, rag_chain
+here = rag_chain.__file__
+if "site-packages" not in here:
+    sys.exit(f"rag_chain was imported from {here}, not from the installed wheel")
+EOF
+  offline env -u PYTHONPATH "$py" -m rag_chain --help >/dev/null
+  offline env -u PYTHONPATH -u GROQ_API_KEY -u PINECONE_API_KEY DATA_DIR="$work/run/data" \
+    "$py" -m rag_chain ask --from-dir source "$QUESTION" >answer.txt 2>stderr.txt \
+    || { cat stderr.txt >&2; exit 1; }
+  cat answer.txt
+  if ! grep -q "adilet.zan.kz/rus/docs/$DOC#z188" answer.txt; then
+    step "the answer does not cite УК 188"
+    exit 1
+  fi
+  step "ok: installed from wheels with the network blocked; the answer cites УК 188"
+}
+
+case "$ACTION" in
+  download) download ;;
+  install) install "${3:-$HOME/kz-law-venv}" ;;
+  check) check ;;
+  *) echo "usage: $0 download|install|check [WHEELHOUSE] [VENV, for install]" >&2; exit 2 ;;
+esac
