@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Installs the program itself from wheels, with no network, and runs it: the route for an office without internet.
 #
-#   scripts/offline_install.sh download [WHEELHOUSE]   connected machine: the project's wheel and every dependency's
-#   scripts/offline_install.sh install  [WHEELHOUSE]   office: a fresh venv from WHEELHOUSE alone (--no-index)
-#   scripts/offline_install.sh check    [WHEELHOUSE]   both, the install with the network blocked, then the installed
-#                                                      program run offline from outside the clone (CI runs this)
+#   scripts/offline_install.sh download [WHEELHOUSE]         connected machine: the project's wheel and every
+#                                                            dependency's, into WHEELHOUSE
+#   scripts/offline_install.sh install  [WHEELHOUSE] [VENV]  office: a fresh venv from WHEELHOUSE alone (--no-index)
+#   scripts/offline_install.sh check    [WHEELHOUSE]         both, the install with the network blocked, then the
+#                                                            installed program run offline outside the clone (CI)
 #
 # WHEELHOUSE defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/kz-law/wheelhouse. The dependencies are downloaded again only
-# when pyproject.toml or this script changed (a stamp file records their hash); the project's wheel is built each time.
-# torch is the CPU build (setup.sh's pin, from pip's find-links or PyTorch's CPU index): no CUDA packages are fetched.
-# `check` needs ../shared/corpus (one small law is copied from it: corpus, index and a question, all offline) and, to block the
-# network, `unshare -n` (root); without it pip is pointed at an unreachable index and proxy instead.
+# when pyproject.toml or this script changed (a stamp file records their hash; the folder is emptied first, so it
+# holds only what the requirements need); the project's wheel is built each time. torch is the CPU build (setup.sh's
+# pin, from pip's find-links or PyTorch's CPU index): no CUDA package is fetched, and the download fails if one is.
+# `check` needs ../shared/corpus (one small law is copied from it: corpus, index and a question, all offline) and,
+# to block the network, `unshare -n` (root); without it pip is pointed at an unreachable index and proxy instead.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=${PYTHON:-python3.11}
@@ -34,6 +36,9 @@ download() {
   # a venv of its own: pip's resolver must not see what another environment has installed
   "$PY" -m venv "$tmp/venv"
   unnoisy "$tmp/venv/bin/python" -m pip install -q --upgrade pip
+  if [ ! -f "$stamp" ]; then  # requirements changed: start empty, so that the folder holds only what they need
+    rm -f "$WHEELHOUSE"/*.whl "$WHEELHOUSE"/.requirements-*
+  fi
   step "building the project's wheel"
   rm -f "$WHEELHOUSE"/kz_law_assistant-*.whl
   unnoisy "$tmp/venv/bin/python" -m pip wheel -q --no-deps --wheel-dir "$WHEELHOUSE" "$ROOT"
@@ -60,14 +65,14 @@ EOF
     unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: "$TORCH" \
       || unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: "$TORCH" \
         --index-url https://download.pytorch.org/whl/cpu
-    # pip (with setuptools and wheel) too: the office's venv may come with an older one
+    # pip too: the office's venv may come with an older one
     unnoisy "$tmp/venv/bin/python" -m pip download -q --dest "$WHEELHOUSE" --only-binary=:all: \
       --find-links "$WHEELHOUSE" -c "$tmp/constraints.txt" "$wheel" pip
     if ls "$WHEELHOUSE" | grep -Eiq '^nvidia_|^triton-'; then
       step "CUDA packages were pulled into $WHEELHOUSE: $(ls "$WHEELHOUSE" | grep -Ei '^nvidia_|^triton-' | tr '\n' ' ')"
       exit 1
     fi
-    rm -f "$WHEELHOUSE"/.requirements-* && touch "$stamp"
+    touch "$stamp"
   fi
   step "wheelhouse: $(ls "$WHEELHOUSE"/*.whl | wc -l) wheels, $(du -sh "$WHEELHOUSE" | cut -f1)"
   rm -rf "$tmp"
