@@ -47,13 +47,16 @@ EVAL_DESCRIPTION = (
 # --- ask, chat --------------------------------------------------------------------------------------------------------
 
 
-def _prepare(settings: Settings, from_dir: Path | None) -> None:
-    """Build or refresh the corpus when asked to, or when there is none yet, and publish it; the search index is
-    not built here (the answer comes from the searches that are ready, and says what is missing).
+def _prepare(settings: Settings, from_dir: Path | None, pack: Path | None = None) -> None:
+    """Install `pack` into a data dir with no corpus yet; build or refresh the corpus when asked to, or when there
+    is none yet, and publish it; the search index is not built here (the answer comes from the searches that are
+    ready, and says what is missing).
 
     Progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
     from ingest_adilet.pipeline import ingest
 
+    if pack is not None:
+        _install_pack(settings, pack)
     if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
         return
     with contextlib.redirect_stdout(sys.stderr):
@@ -113,10 +116,10 @@ def _print_result(result: QAResult, pending: IndexPending | None = None) -> None
     console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
 
 
-def _chat(settings: Settings, from_dir: Path | None) -> int:
+def _chat(settings: Settings, from_dir: Path | None, pack: Path | None = None) -> int:
     """Questions from stdin, one a line, each answered with the earlier exchanges as history, as `ask` prints."""
     try:
-        _prepare(settings, from_dir)
+        _prepare(settings, from_dir, pack)
         pending = index_pending(settings)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)
@@ -292,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         "chat", help="a conversation: follow-ups are understood in context; /new resets, Ctrl-D quits"
     )
     chat.add_argument("--from-dir", type=Path, help="as for ask")
+    chat.add_argument("--pack", type=Path, metavar="PACK", help="as for ask")
     chat.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
     chat.add_argument("-v", "--verbose", action="store_true")
     args, rest = parser.parse_known_args(argv)
@@ -306,11 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     if args.command == "chat":
-        return _chat(settings, args.from_dir)
+        return _chat(settings, args.from_dir, args.pack)
     try:
-        if args.pack is not None:
-            _install_pack(settings, args.pack)
-        _prepare(settings, args.from_dir)
+        _prepare(settings, args.from_dir, args.pack)
         result = invoke_qa(" ".join(args.question), settings)
     except UserError as err:
         print(f"error: {err}", file=sys.stderr)

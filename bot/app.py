@@ -208,9 +208,12 @@ async def _retention_daily(app: Application) -> None:
 
 
 async def _shutdown(app: Application) -> None:
-    retention = app.bot_data.get("retention")
-    if retention is not None:
-        retention.cancel()
+    # Cancel the warm-up (a chain still loading) and the retention loop, and wait for them to end here: left
+    # pending when run_polling closes the loop, each would be logged as «Task was destroyed but it is pending!».
+    tasks = [t for t in (app.bot_data.get("warm_up"), app.bot_data.get("retention")) if t is not None]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
     if "index_keeper" in app.bot_data:  # a build under way is left to finish or die with the process
         app.bot_data["index_keeper"][1].set()
     app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)

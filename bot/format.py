@@ -205,8 +205,12 @@ def format_about(summary: DataSummary | None, lang: Lang) -> str:
             amended=summary.editions_amended,
         )
     searches = [t("about_lexical", lang)]
-    for key, n in (("about_vectors", summary.vectors), ("about_latent", summary.latent_rows)):
-        searches.append(t(key, lang, n=count(n) if n else t("about_not_built", lang)))
+    for key, n, stale in (
+        ("about_vectors", summary.vectors, summary.vectors_stale),
+        ("about_latent", summary.latent_rows, summary.latent_stale),
+    ):
+        state = count(n) if n else t("about_stale" if stale else "about_not_built", lang)
+        searches.append(t(key, lang, n=state))
     built = summary.ingested_at or summary.published_at or ""
     return t(
         "about",

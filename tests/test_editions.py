@@ -12,6 +12,7 @@ import pytest
 from answer.records import Source
 from bot.app import build_application
 from bot.format import format_about, format_answer
+from config import Settings
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import edition_label, load_articles, load_manifest
 from index.summary import summarize
@@ -138,6 +139,42 @@ def test_about_summarizes_the_data_dir(corpus_slice) -> None:
     assert "с 16.07.2025 по 20.03.2026 (1 — «по состоянию на»" in text
     assert "векторы — не построены; латентные термы — не построены" in text
     assert format_about(None, "kk") == "Корпус әлі жиналмаған: әзірге жауап жоқ."
+
+
+def test_about_reports_an_index_built_from_another_corpus_as_out_of_date(shared_dir: Path, tmp_path: Path) -> None:
+    """/about asks the loader's own checks: an index the chain would leave out (the corpus changed after it was
+    built) is reported out of date, not built; the same data dir's chain says the same."""
+    from index.build import build_index
+    from ingest_adilet.pipeline import ingest
+    from retrieval.loading import OUT_OF_DATE, load
+    from retrieval.pipeline import Stages
+    from tests.support.ingest import make_source_dir
+
+    source = make_source_dir(tmp_path / "source", shared_dir, [DIGITAL_ASSETS])
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None, learned_ranker=False)
+    assert ingest(settings, source_dir=source, progress=False).ok
+    build_index(settings, progress=False)
+    built = summarize(settings)
+    assert (built.vectors, built.latent_rows) == (20, 20)
+    assert "векторы — 20; латентные термы — 20" in format_about(built, "ru")
+
+    # a new edition of the law arrives (one article reworded) and is ingested; the index is not rebuilt
+    text = source / "rus" / f"{DIGITAL_ASSETS}.txt"
+    body = text.read_text(encoding="utf-8")
+    assert body.count("цифровых активов") > 3
+    text.write_text(body.replace("цифровых активов", "цифровых финансовых активов", 3), encoding="utf-8")
+    assert ingest(settings, source_dir=source, progress=False).ok
+
+    stale = summarize(settings)
+    assert (stale.vectors, stale.latent_rows) == (None, None)
+    assert (stale.vectors_stale, stale.latent_stale) == (True, True)
+    assert not built.vectors_stale and not built.latent_stale
+    about = format_about(stale, "ru")
+    assert "векторы — устарели (корпус изменился после их построения), пока не используются" in about
+    assert "латентные термы — устарели" in format_about(stale, "ru") and "ескірген" in format_about(stale, "kk")
+    loaded = load(settings, Stages(rerank=False, learned=False))  # the chain leaves both out, for the same reason
+    assert loaded.vector_store is None and loaded.latent is None
+    assert loaded.pending is not None and loaded.pending.reason == OUT_OF_DATE
 
 
 async def test_about_command_through_the_bot_api(api, corpus_slice, tmp_path: Path) -> None:
