@@ -264,13 +264,13 @@ def _check_sizes(manifest: PackManifest, dim: int | None, data_dir: Path, path: 
     files = manifest.files
     for name, digest in files.items():
         if name.endswith(".json") and digest.size > JSON_MAX_BYTES:
-            raise _unusable(path, name, f"is declared {digest.size} bytes, more than the {JSON_MAX_BYTES >> 20} MiB")
+            raise _unusable(path, name, f"declared {digest.size} bytes, more than the {JSON_MAX_BYTES >> 20} MiB")
     faiss_size, vectors = files["index/faiss/index.faiss"].size, manifest.index.vectors
     if dim is not None and faiss_size != FLAT_HEADER.size + 4 * dim * vectors:
         raise _unusable(
             path,
             "index/faiss/index.faiss",
-            f"is declared {faiss_size} bytes, but {vectors} vectors of dimension {dim} take "
+            f"declared {faiss_size} bytes, but {vectors} vectors of dimension {dim} take "
             f"{FLAT_HEADER.size + 4 * dim * vectors}",
         )
     total, free = sum(d.size for d in files.values()), shutil.disk_usage(data_dir).free
@@ -317,7 +317,7 @@ def _check_inside(manifest: PackManifest, new: Path, dim: int | None, path: Path
     except DamagedFile as err:
         raise _unusable(path, name, err.problem) from None
     except ValidationError as err:
-        raise _unusable(path, name, f"is not a corpus manifest ({err.errors()[0]['msg']})") from None
+        raise _unusable(path, name, f"not a corpus manifest ({err.errors()[0]['msg']})") from None
 
 
 def _digests(meta: dict, path: Path) -> dict[str, FileDigest]:
@@ -351,5 +351,5 @@ def _load_staged(settings: Settings, manifest: PackManifest, new: Path, embeddin
 
 def _unusable(path: Path, name: str, problem: str) -> PackError:
     return PackError(
-        f"{path} is not a usable data pack: its {name} {problem}; build a new one with `{PACK_COMMAND}`. {UNCHANGED}"
+        f"{path} is not a usable data pack ({name}: {problem}); build a new one with `{PACK_COMMAND}`. {UNCHANGED}"
     )
