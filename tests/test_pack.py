@@ -8,6 +8,7 @@ import io
 import json
 import re
 import shutil
+import struct
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -358,9 +359,13 @@ def _forge(packed: Path, out: Path, changes: dict, *, sizes: dict | None = None,
     return out
 
 
+# faiss's IndexFlatIP on disk (faiss/impl/index_write.cpp): fourcc, d, ntotal, two unused int64, is_trained,
+# metric, the length of the vector array in floats; the vectors follow.
+FLAT_HEADER = struct.Struct("<4siqqqBiQ")
+
+
 def _faiss_header(**lie: int) -> Callable[[bytes], bytes]:
     """index.faiss with header fields replaced (d, ntotal, floats: the length of its vector array), its data kept."""
-    from index.faiss_store import FLAT_HEADER
 
     def change(data: bytes) -> bytes:
         fields = dict(
