@@ -128,7 +128,13 @@ def _run(argv: list[str], cwd: Path, watch: Path | None = None) -> tuple[int, fl
 
     def sample() -> None:
         while watch is not None and not stop.wait(0.02):
-            most[0] = max(most[0], sum(p.stat().st_size for p in watch.rglob("*") if p.is_file()))
+            held = 0
+            for p in watch.rglob("*"):
+                try:
+                    held += p.stat().st_size if p.is_file() else 0
+                except OSError:  # renamed or removed while walked
+                    pass
+            most[0] = max(most[0], held)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -138,8 +144,9 @@ def _run(argv: list[str], cwd: Path, watch: Path | None = None) -> tuple[int, fl
     stop.set()
     sampler.join()
     proc.returncode = os.waitstatus_to_exitcode(status)
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    return proc.returncode, seconds, usage.ru_maxrss / 1024, most[0] / 1e6, (lines[-1] if lines else "")[:90]
+    said = " ".join(err.split())  # rich wraps long lines
+    said = said[said.index("error:") :][:110] if "error:" in said else said[-110:]  # else a traceback's end
+    return proc.returncode, seconds, usage.ru_maxrss / 1024, most[0] / 1e6, said
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             lcode, lseconds, lrss, _, lsays = _run([sys.executable, "-c", LOAD, str(target)], args.code)
             load, says = [str(lcode), f"{lseconds:.1f}", f"{lrss:.0f}"], lsays or says
         size = f"{pack_file.stat().st_size / 1e6:.1f}"
-        table.add_row(name, size, str(code), f"{seconds:.1f}", f"{rss:.0f}", f"{disk:.0f}", *load, says)
+        says = says.replace(str(pack_file), "PACK").replace(str(target), "DIR")
+        table.add_row(name, size, str(code), f"{seconds:.1f}", f"{rss:.0f}", f"{disk:.1f}", *load, says)
         shutil.rmtree(target, ignore_errors=True)
     Console(width=200).print(table)
     return 0

@@ -287,6 +287,7 @@ def _unchanged(folder: Any, fingerprint: str) -> bool:
         if meta.get("fingerprint") != fingerprint:
             return False
         check_file(folder / MATRIX_FILE, _recorded(folder, meta))
+        check_matrix(folder / MATRIX_FILE)  # what a load checks: a header that lies is rebuilt, not kept
         return _recorded(folder, meta) is not None  # no checksums yet: rewritten (from the cache) to record them
     except DamagedFile as err:
         logger.warning("%s is damaged (%s): rebuilding the latent-term index from the cache", err.path, err.problem)

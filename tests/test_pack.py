@@ -447,7 +447,7 @@ def test_an_index_file_whose_header_lies_is_refused_before_it_is_installed(
 def test_a_local_index_file_whose_header_lies_is_named_without_allocating_it(installed: Settings, lie: str) -> None:
     """The same check guards a data dir's own files (a damaged disk): faiss allocated 2 GiB (8 GiB for 2^31 floats)
     before it found the file short; numpy the array the header declared."""
-    from index.build import load_latent_index, load_vector_store
+    from index.build import build_index, load_latent_index, load_vector_store
     from index.embeddings import make_embeddings
 
     name, change, message = LIES[lie]
@@ -457,10 +457,14 @@ def test_a_local_index_file_whose_header_lies_is_named_without_allocating_it(ins
     meta = json.loads(meta_path.read_bytes())
     meta["files"][path.name] = _digest(path.read_bytes())  # the checksum made to match: only the header tells
     meta_path.write_text(json.dumps(meta))
+    embeddings, chunks = make_embeddings(installed), load_chunks(installed.corpus_dir)
     with pytest.raises(DataDamaged, match=f"{re.escape(name)} is damaged \\({message}.*ingest_adilet index"):
-        chunks = load_chunks(installed.corpus_dir)
-        load_vector_store(installed, embeddings=make_embeddings(installed), chunks=chunks)
+        load_vector_store(installed, embeddings=embeddings, chunks=chunks)
         load_latent_index(installed, chunks)
+    # the command it names rebuilds the file (the build checks the header too: not taken for up to date)
+    assert not build_index(installed, embeddings=embeddings, progress=False).unchanged
+    assert load_vector_store(installed, embeddings=embeddings, chunks=chunks).index.ntotal == 20
+    assert load_latent_index(installed, chunks)[0].shape[0] == 20
 
 
 def test_a_member_larger_than_pack_json_declares_is_refused_before_it_is_written(
