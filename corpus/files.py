@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import pydantic_core
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Content = bytes | str | Iterable[str] | Callable[[BinaryIO], object]
 
@@ -30,7 +30,7 @@ class FileDigest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    size: int
+    size: int = Field(ge=0)
     sha256: str
 
 
