@@ -128,13 +128,10 @@ def _run(argv: list[str], cwd: Path, watch: Path | None = None) -> tuple[int, fl
 
     def sample() -> None:
         while watch is not None and not stop.wait(0.02):
-            held = 0
-            for p in watch.rglob("*"):
-                try:
-                    held += p.stat().st_size if p.is_file() else 0
-                except OSError:  # renamed or removed while walked
-                    pass
-            most[0] = max(most[0], held)
+            try:
+                most[0] = max(most[0], sum(p.stat().st_size for p in watch.rglob("*") if p.is_file()))
+            except OSError:  # a folder renamed or removed while walked: the next sample
+                pass
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

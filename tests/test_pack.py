@@ -495,12 +495,24 @@ def test_a_member_larger_than_pack_json_declares_is_refused_before_it_is_written
     assert tree(installed.data_dir) == before
 
 
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ({"corpus/articles.jsonl": 1 << 50}, r"declares 11258999\d\d MB of files, .* MB free"),
+        # a negative size would cancel a huge one out of the total
+        (
+            {"corpus/articles.jsonl": 1 << 50, "corpus/chunks.jsonl": -(1 << 50)},
+            r"damaged pack\.json \(Input should be greater than or equal to 0",
+        ),
+    ],
+    ids=["2^50 bytes", "2^50 - 2^50 bytes"],
+)
 def test_a_pack_declaring_more_than_the_free_disk_is_refused_before_extracting(
-    packed: Path, installed: Settings, tmp_path: Path
+    packed: Path, installed: Settings, tmp_path: Path, sizes: dict, message: str
 ) -> None:
-    crafted = _forge(packed, tmp_path / "huge.tar", {}, sizes={"corpus/articles.jsonl": 1 << 50})
+    crafted = _forge(packed, tmp_path / "huge.tar", {}, sizes=sizes)
     before = tree(installed.data_dir)
-    with pytest.raises(PackError, match=r"declares 11258999\d\d MB of files, .* MB free"):
+    with pytest.raises(PackError, match=message):
         unpack(installed, crafted)
     assert tree(installed.data_dir) == before
 
