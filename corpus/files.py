@@ -13,13 +13,16 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from pydantic import BaseModel, ConfigDict
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field
 
 Content = bytes | str | Iterable[str] | Callable[[BinaryIO], object]
 
 _BLOCK = 1 << 20
+# The largest JSON file (a manifest, a meta.json, pack.json) any loader reads whole: ~10× that of the full corpus.
+JSON_MAX_BYTES = 32 << 20
 
 
 class FileDigest(BaseModel):
@@ -27,7 +30,7 @@ class FileDigest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    size: int
+    size: int = Field(ge=0)
     sha256: str
 
 
@@ -64,6 +67,25 @@ def check_file(path: Path, expected: FileDigest | None, *, full: bool = True) ->
         raise DamagedFile(path, f"{size} bytes, its build wrote {expected.size}")
     if full and file_digest(path).sha256 != expected.sha256:
         raise DamagedFile(path, "its content differs from what its build wrote (sha256 mismatch)")
+
+
+def read_json(path: Path, *, max_bytes: int = JSON_MAX_BYTES) -> Any:
+    """A JSON file read in a bounded way: at most `max_bytes` are read; DamagedFile when it is larger, not JSON, or
+    nested deeper than pydantic-core's parser goes (200 levels, where json.loads ends in a RecursionError)."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    return parse_json(data, path, max_bytes=max_bytes)
+
+
+def parse_json(data: bytes, path: Path, *, max_bytes: int = JSON_MAX_BYTES) -> Any:
+    """`data` (at most `max_bytes` + 1 bytes read from `path`) as JSON; DamagedFile naming `path` when it is not."""
+    if len(data) > max_bytes:
+        raise DamagedFile(path, f"larger than {max_bytes >> 20} MiB, which no such file is")
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError as err:
+        raise DamagedFile(path, f"not JSON ({str(err)[:80]})") from None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from corpus.errors import DataDamaged, IndexNotReady
-from corpus.files import DamagedFile, FileDigest, Staged, check_file, stage_file
+from corpus.files import DamagedFile, FileDigest, Staged, check_file, read_json, stage_file
 from corpus.legal.registry import ADILET_SOURCES
 from corpus.records import Article, Chunk, content_hash
 
@@ -156,6 +156,8 @@ def _records(corpus_dir: Path, name: str) -> Iterator[dict]:
                         yield json.loads(line)
                     except json.JSONDecodeError as err:
                         raise DamagedFile(path, f"line {n} is not JSON ({err.msg})") from None
+                    except RecursionError:
+                        raise DamagedFile(path, f"line {n} is nested too deep") from None
     except UnicodeDecodeError as err:
         raise _damaged(DamagedFile(path, f"not UTF-8 at byte {err.start}"), corpus_dir) from None
     except DamagedFile as err:
@@ -195,7 +197,9 @@ def read_manifest(corpus_dir: Path) -> Manifest:
     if not path.exists():
         return Manifest()
     try:
-        return Manifest.model_validate_json(path.read_bytes())
+        return Manifest.model_validate(read_json(path))
+    except DamagedFile as err:
+        raise _damaged(err, corpus_dir) from None
     except ValidationError as err:
         problem = f"not a corpus manifest: {err.errors()[0]['msg']}" if err.errors() else "not a corpus manifest"
         raise _damaged(DamagedFile(path, problem), corpus_dir) from None

