@@ -12,6 +12,9 @@ Decisions (documented in the report and tested):
   instructions. Sentences are judged only against sources in the answer's language. The check fails when
   more than half of the judged sentences are unsupported: one loose sentence is a note, a mostly invented
   answer is a failure.
+- A sentence (or line) with a link that is not exactly a given source's adilet link (answer.links: URLs, bare
+  domains, e-mail addresses, markdown links, @usernames) is dropped from the text shown (`Grounding.text`), and
+  the rest is checked as if the model had not written it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from answer.lexical import TermSet, coverage
+from answer.links import drop_foreign_sentences
 from answer.records import Source
 from answer.templates import TEMPLATE_NAMES, load_phrases
 from config import Settings
@@ -51,6 +55,8 @@ class Grounding:
     cited: tuple[str, ...]  # source ids the answer cites, directly or by article reference
     unknown_citations: tuple[str, ...]  # «[S9]», «статья 190 УК»: cited but not among the sources
     unsupported_sentences: tuple[str, ...]
+    text: str = ""  # the answer as it may be shown: without the sentences that carry a foreign link
+    dropped_links: tuple[str, ...] = ()  # links the model wrote that are not a source's
 
 
 def _sids(text: str) -> list[str]:
@@ -103,12 +109,15 @@ def check_grounding(
     question: str = "",
 ) -> Grounding:
     """Check a model's answer against its sources (see the module docstring for the rules)."""
-    body = strip_disclaimer(answer_text, load_phrases(settings, lang).disclaimer)
+    shown, dropped = drop_foreign_sentences(answer_text, (s.url for s in sources if s.url))
+    body = strip_disclaimer(shown, load_phrases(settings, lang).disclaimer)
     by_id = {s.source_id: s for s in sources}
     notes: list[str] = []
     failed = False
     cited: dict[str, None] = {}
     unknown: list[str] = []
+    if dropped:
+        notes.append(f"dropped the sentences with links that are not a source's: {', '.join(dropped)}")
 
     for sid in _sids(body):
         if sid in by_id:
@@ -144,7 +153,15 @@ def check_grounding(
     if judged == 0 and sources and not any(s.lang == lang for s in sources):
         notes.append("lexical support not checked: no source in the answer's language")
 
-    return Grounding(not failed, tuple(notes), tuple(cited), tuple(dict.fromkeys(unknown)), tuple(unsupported))
+    return Grounding(
+        not failed,
+        tuple(notes),
+        tuple(cited),
+        tuple(dict.fromkeys(unknown)),
+        tuple(unsupported),
+        shown,
+        dropped,
+    )
 
 
 def _unsupported(
