@@ -222,7 +222,7 @@ def _number_words() -> dict[str, int]:
     return words
 
 
-_NUMBER_WORDS = _number_words()
+NUMBER_WORDS = _number_words()
 _SCALES = (1000, 1_000_000)
 
 # unit of a figure by how the word after the number starts (Kazakh numerals are not declined, their nouns are)
@@ -278,7 +278,7 @@ def _numbers(tokens: list[str]) -> list[tuple[int, float]]:
     i = 0
     while i < len(tokens):
         digit = _digit_value(tokens[i])
-        if digit is None and tokens[i] not in _NUMBER_WORDS:
+        if digit is None and tokens[i] not in NUMBER_WORDS:
             i += 1
             continue
         total, current, last = 0.0, 0.0, i
@@ -289,8 +289,8 @@ def _numbers(tokens: list[str]) -> list[tuple[int, float]]:
                 if current:
                     break  # «до 3 7 лет» is two numbers
                 current = digit
-            elif tok in _NUMBER_WORDS:
-                value = _NUMBER_WORDS[tok]
+            elif tok in NUMBER_WORDS:
+                value = NUMBER_WORDS[tok]
                 if value in _SCALES:
                     total += (current or 1) * value
                     current = 0
@@ -313,7 +313,7 @@ def _figures(tokens: list[str]) -> set[tuple[float, str]]:
     found: set[tuple[float, str]] = set()
     numbers = _numbers(tokens)
     number_ends = {end for end, _ in numbers}
-    number_tokens = {j for j, tok in enumerate(tokens) if _digit_value(tok) is not None or tok in _NUMBER_WORDS}
+    number_tokens = {j for j, tok in enumerate(tokens) if _digit_value(tok) is not None or tok in NUMBER_WORDS}
     for end, value in numbers:
         for j in range(end + 1, min(end + 1 + _LOOKAHEAD, len(tokens))):
             tok = tokens[j]
