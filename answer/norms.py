@@ -31,17 +31,18 @@ _TOKEN_RE = re.compile(r"\d+(?:[\u00a0\u202f ]\d{3})*(?:[.,]\d+)?|%|[^\W\d_]+", 
 # --- polarity ---------------------------------------------------------------------------------------------------
 
 # Russian norm predicates (whole words); those marked True are judged with the word that follows («является
-# уголовным …», «может быть назначено …»): alone they are copulas any answer uses.
+# уголовным …», «может быть назначено …», «вправе требовать»): alone they are copulas or modals whose subject
+# changes from one sentence to the next («работодатель обязан …», «работник не обязан …»).
 _RU_PREDICATES: tuple[tuple[re.Pattern[str], str, bool], ...] = tuple(
     (re.compile(rx), key, with_object)
     for rx, key, with_object in (
         (r"наказыва(?:ется|ются)|наказуем\w*", "наказывается", False),
         (r"допуска(?:ется|ются)|допустим[оаы]?", "допускается", False),
-        (r"вправе", "вправе", False),
-        (r"обязан[аоы]?", "обязан", False),
-        (r"подлеж(?:ит|ат)", "подлежит", False),
+        (r"вправе", "вправе", True),
+        (r"обязан[аоы]?", "обязан", True),
+        (r"подлеж(?:ит|ат)", "подлежит", True),
         (r"разреша(?:ется|ются)|разрешен[оаы]?", "разрешается", False),
-        (r"вле(?:чет|кут)", "влечет", False),
+        (r"вле(?:чет|кут)", "влечет", True),
         (r"явля(?:ется|ются)", "является", True),
         (r"призна(?:ется|ются)", "признается", True),
         (r"счита(?:ется|ются)", "считается", True),
