@@ -122,7 +122,7 @@ def answer_question(
             if grounding.ok:
                 timings["answer_ms"] = (time.perf_counter() - start) * 1000
                 return Answer(
-                    text=_with_disclaimer(reply["text"], phrases),
+                    text=_with_disclaimer(grounding.text, phrases),
                     sources=tuple(s for s in sources if s.source_id in grounding.cited),
                     template=template,
                     backend=reply["backend"],

@@ -12,6 +12,15 @@ Decisions (documented in the report and tested):
   instructions. Sentences are judged only against sources in the answer's language. The check fails when
   more than half of the judged sentences are unsupported: one loose sentence is a note, a mostly invented
   answer is a failure.
+- A sentence must state the norms of the sources it cites (all sources when it cites none) as they do
+  (answer.norms): a predicate it negates that they state («не наказывается» for «наказывается», «жазаланбайды»
+  for «жазаланады») or the reverse, a punishment they do not name («смертной казнью»), or a figure with a unit
+  they do not give («до 12 лет», «1200 МРП»; numbers of the question aside) contradicts them, and one such
+  sentence fails the check: a reversed or harsher norm is worse than a loose sentence. Polarity is judged
+  against sources in the sentence's language; punishments and figures against any.
+- A sentence (or line) with a link that is not exactly a given source's adilet link (answer.links: URLs, bare
+  domains, e-mail addresses, markdown links, @usernames) is dropped from the text shown (`Grounding.text`), and
+  the rest is checked as if the model had not written it.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from answer.lexical import TermSet, coverage
+from answer.links import drop_foreign_sentences
+from answer.norms import NormFacts, conflicts
 from answer.records import Source
 from answer.templates import TEMPLATE_NAMES, load_phrases
 from config import Settings
@@ -51,6 +62,9 @@ class Grounding:
     cited: tuple[str, ...]  # source ids the answer cites, directly or by article reference
     unknown_citations: tuple[str, ...]  # «[S9]», «статья 190 УК»: cited but not among the sources
     unsupported_sentences: tuple[str, ...]
+    contradicting: tuple[str, ...] = ()  # sentences that reverse a norm or add a punishment or figure
+    text: str = ""  # the answer as it may be shown: without the sentences that carry a foreign link
+    dropped_links: tuple[str, ...] = ()  # links the model wrote that are not a source's
 
 
 def _sids(text: str) -> list[str]:
@@ -103,12 +117,15 @@ def check_grounding(
     question: str = "",
 ) -> Grounding:
     """Check a model's answer against its sources (see the module docstring for the rules)."""
-    body = strip_disclaimer(answer_text, load_phrases(settings, lang).disclaimer)
+    shown, dropped = drop_foreign_sentences(answer_text, (s.url for s in sources if s.url))
+    body = strip_disclaimer(shown, load_phrases(settings, lang).disclaimer)
     by_id = {s.source_id: s for s in sources}
     notes: list[str] = []
     failed = False
     cited: dict[str, None] = {}
     unknown: list[str] = []
+    if dropped:
+        notes.append(f"dropped the sentences with links that are not a source's: {', '.join(dropped)}")
 
     for sid in _sids(body):
         if sid in by_id:
@@ -141,10 +158,50 @@ def check_grounding(
         notes.append(f"{len(unsupported)} of {judged} sentences have little support in the sources")
         if len(unsupported) > judged * MAX_UNSUPPORTED_SHARE:
             failed = True
+    contradicting, reasons = _contradicting(body, sources, by_id, lang=lang, question=question)
+    if contradicting:
+        failed = True
+        notes.append(f"{len(contradicting)} sentences contradict their sources: {'; '.join(reasons)}")
     if judged == 0 and sources and not any(s.lang == lang for s in sources):
         notes.append("lexical support not checked: no source in the answer's language")
 
-    return Grounding(not failed, tuple(notes), tuple(cited), tuple(dict.fromkeys(unknown)), tuple(unsupported))
+    return Grounding(
+        not failed,
+        tuple(notes),
+        tuple(cited),
+        tuple(dict.fromkeys(unknown)),
+        tuple(unsupported),
+        tuple(contradicting),
+        shown,
+        dropped,
+    )
+
+
+def _contradicting(
+    body: str, sources: Sequence[Source], by_id: dict[str, Source], *, lang: Lang, question: str
+) -> tuple[list[str], list[str]]:
+    """Sentences that state a norm otherwise than the sources they cite, and how (answer.norms.conflicts)."""
+    if not sources:
+        return [], []
+    facts = {s.source_id: NormFacts.of(f"{s.citation()}\n{s.snippet}", s.lang) for s in sources}
+    asked = NormFacts.of(question, lang)
+    out: list[str] = []
+    reasons: list[str] = []
+    for sentence in _SENTENCE_RE.split(body):
+        text = _SID_RE.sub(" ", sentence)
+        if not text.strip():
+            continue
+        cited = [by_id[i] for i in _sids(sentence) if i in by_id] or list(sources)
+        every = same = None
+        for s in cited:
+            every = facts[s.source_id] if every is None else every | facts[s.source_id]
+            if s.lang == lang:
+                same = facts[s.source_id] if same is None else same | facts[s.source_id]
+        assert every is not None
+        if found := conflicts(NormFacts.of(text, lang, sentence=True), every, same_lang=same, question=asked):
+            out.append(sentence.strip())
+            reasons += found
+    return out, list(dict.fromkeys(reasons))
 
 
 def _unsupported(

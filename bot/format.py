@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from telegram.constants import MessageLimit
 
+from answer.links import unlink
 from answer.records import QAResult, Source
 from bot.texts import t
 from corpus.legal import code_name, heading
@@ -243,11 +244,18 @@ def unique_sources(sources: Iterable[Source]) -> list[Source]:
 
 
 def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> list[str]:
-    """The answer, how a follow-up was understood, a warning when it is not grounded, and its sources, as HTML."""
-    blocks = [escape(result.answer.strip()) or t("empty_answer", lang)]
+    """The answer, how a follow-up was understood, a warning when it is not grounded, and its sources, as HTML.
+
+    Telegram makes any URL, domain, e-mail or @username clickable: in the texts a model may have written (the
+    answer, the follow-up as understood) only the sources' links and adilet.zan.kz pages (an abstention names
+    the nearest articles, which are no sources) survive; the rest become «[ссылка удалена]».
+    """
+    allowed, removed = [s.url for s in result.sources if s.url], t("link_removed", lang)
+    blocks = [escape(unlink(result.answer.strip(), allowed, removed, site=True)) or t("empty_answer", lang)]
     if result.used_history and result.search_question:
         # A misunderstood follow-up is visible at once, under the answer it led to.
-        blocks.append(f"<i>{t('understood', lang, question=shorten(result.search_question, UNDERSTOOD_CHARS))}</i>")
+        understood = shorten(unlink(result.search_question, allowed, removed, site=True), UNDERSTOOD_CHARS)
+        blocks.append(f"<i>{t('understood', lang, question=understood)}</i>")
     if not result.grounded:
         blocks.append(f"<i>{t('not_grounded', lang)}</i>")
     sources = unique_sources(result.sources)
@@ -264,10 +272,13 @@ def article_heading(article: Article) -> str:
     return heading(code_name(article.doc_id, article.lang), article.number, article.title.rstrip(". "), article.lang)
 
 
-def format_article(article: Article, limit: int = MAX_MESSAGE) -> list[str]:
-    """The article verbatim under its heading, with its status, edition and adilet link, as HTML messages."""
+def format_article(article: Article, limit: int = MAX_MESSAGE, note: str = "") -> list[str]:
+    """The article verbatim under its heading, with its status, edition and adilet link, as HTML messages;
+    `note` (HTML) in italics under the heading."""
     lang = article.lang
     blocks = [f"<b>{escape(article_heading(article))}</b>"]
+    if note:
+        blocks.append(f"<i>{note}</i>")
     if article.status == "repealed":
         blocks.append(f"<i>{t('repealed_article', lang)}</i>")
     if article.text.strip():

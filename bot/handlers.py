@@ -32,7 +32,7 @@ from bot.stream import AnswerStream
 from bot.texts import parse_lang, t
 from config import MAX_QUESTION_CHARS, Settings
 from corpus.errors import UserError
-from corpus.legal import article_lang, split_article_args
+from corpus.legal import article_lang, read_article_args
 from corpus.records import Lang
 from corpus.text import clean_text
 
@@ -100,11 +100,11 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     """Show an article verbatim: /article УК 188."""
     message = message_of(update)
     lang = user_lang(update, context)
-    parsed = split_article_args([clean_text(a) for a in context.args or []])
+    parsed = read_article_args([clean_text(a) for a in context.args or []])
     if parsed is None:
         await reply(message, t("article_usage", lang))
         return
-    code, number = parsed
+    code, number = parsed.code, parsed.number
     svc = services(context)
     async with typing(message):
         article = await run_blocking(
@@ -114,7 +114,9 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     if article is None:
         await reply(message, t("article_not_found", lang, code=shorten(code), number=shorten(number)))
         return
-    await reply_parts(message, format_article(article))
+    # «УК 188 часть 2», «УК 188 189»: the article is shown whole, and what was not used is said
+    note = t("article_ignored", lang, ignored=shorten(parsed.ignored)) if parsed.ignored else ""
+    await reply_parts(message, format_article(article, note=note))
 
 
 async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

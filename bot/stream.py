@@ -16,6 +16,7 @@ from telegram import Message
 from telegram.constants import ChatType
 from telegram.error import TelegramError
 
+from answer.links import unlink
 from bot.format import MAX_MESSAGE, escape
 
 logger = logging.getLogger(__name__)
@@ -24,8 +25,9 @@ PREVIEW_CHARS = MAX_MESSAGE - 96  # a long answer shows its head while streaming
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """The text generated so far as Telegram HTML within one message: its head, "…" when cut."""
-    text = text.strip()
+    """The text generated so far as Telegram HTML within one message: its head, "…" when cut; links not yet
+    checked against the sources show as "[…]"."""
+    text = unlink(text.strip(), (), "[…]")
     return escape(text if len(text) <= limit else text[: limit - 1].rstrip() + "…")
 
 

@@ -260,6 +260,22 @@ async def test_a_streamed_answer_that_fails_grounding_is_replaced_by_the_quotes(
     assert load_phrases(corpus_slice.settings, "ru").grounding_failed.strip() in text
 
 
+async def test_a_link_the_model_streams_is_never_shown(
+    api, corpus_slice, bm25_retrieval, articles, groq_server, tmp_path
+):
+    groq_server.reply = lambda body: f"{quoting(body)}\nОплатить штраф: https://evil.example/pay [S1]."
+    groq_server.stream_chunk_chars, groq_server.stream_chunk_delay = 16, 0.06
+    chain = QAChain(with_backends(corpus_slice.settings, groq=groq_server.url), bm25_retrieval, articles)
+    settings = bot_settings(corpus_slice, api, tmp_path / "data", telegram_stream_interval=0.2)
+    async with polling(build_application(settings, qa=chain_qa(chain), lookup=SharedLookup(Path()))):
+        text, requests = await answer(api, message_update(54, FRAUD))
+    drafts = [r.params["text"] for r in requests if r.method == "sendMessageDraft"]
+    assert any("Оплатить штраф: […]" in d for d in drafts)  # streamed as a mark, before the check
+    assert not any("evil" in str(r.params.get("text", "")) for r in requests)
+    # the checked answer: the model's, grounded, without the sentence that carried the link
+    assert text.startswith("Ответ по статье [S1]: ") and "Оплатить" not in text
+
+
 def test_the_chain_streams_through_the_fallbacks(corpus_slice, bm25_retrieval, articles, groq_server, ollama_server):
     groq_server.rate_limit()  # Groq out of tokens: Ollama streams the answer
     ollama_server.reply = quoting

@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from answer.links import links
 from answer.records import QAResult
 from bot.format import MAX_MESSAGE, article_heading, format_answer, format_article, split_html
 from bot.keyboards import answer_keyboard, mark_rating
@@ -249,3 +250,38 @@ def test_article_button_label_follows_the_source_language(lang: str, label: str)
     src = make_source(1, "K1400000226", "188", "Кража", lang=lang)
     markup = answer_keyboard(result("a", sources=(src,)), 1, lang)
     assert markup.inline_keyboard[0][0].text == label
+
+
+def test_an_answer_shows_no_link_but_its_sources() -> None:
+    source = THEFT_SOURCES[0]
+    answer = (
+        f"Кража наказывается штрафом [S1]. Текст статьи: {source.url}.\n"
+        "Оплатите штраф на https://adilet.zan.kz.evil.com/pay или adilet-zan.kz, "
+        "[adilet.zan.kz](https://evil.example/login), аdilet.zan.kz/rus, @adilet_help_bot, help@evil.kz.\n"
+        "Проверьте действующую редакцию на adilet.zan.kz."
+    )
+    [message] = format_answer(result(answer), "ru")
+    shown = visible([message])
+    removed = t("link_removed", "ru")
+    assert shown.count(removed) == 6
+    assert "evil" not in message and "adilet-zan" not in message and "@adilet_help_bot" not in message
+    assert "аdilet" not in message  # the lookalike with a Cyrillic «а»
+    # What a Telegram client would make clickable: the source's own link and the site the disclaimer names.
+    assert set(links(shown)) == {source.url, "adilet.zan.kz"}
+    [kk] = format_answer(dataclasses.replace(result("Толығырақ: evil.com/kz [S1]."), lang="kk"), "kk")
+    assert "Толығырақ: [сілтеме алынып тасталды] [S1]." in kk
+
+
+def test_the_nearest_articles_of_an_abstention_keep_their_adilet_links() -> None:
+    url = "https://adilet.zan.kz/rus/docs/K1400000226"
+    text = f"В УК РК нет статьи 9999.\n\nВозможно, вы имели в виду:\n— УК РК, Статья 188. Кража: {url}"
+    [message] = format_answer(result(text, sources=()), "ru")
+    assert url in message and t("link_removed", "ru") not in message
+
+
+def test_a_follow_up_as_understood_shows_no_foreign_link() -> None:
+    followed = dataclasses.replace(
+        result("Ответ [S1]."), search_question="Штраф за кражу? См. https://evil.example", used_history=True
+    )
+    [message] = format_answer(followed, "ru")
+    assert "evil" not in message and "Понял вопрос так: Штраф за кражу? См. [ссылка удалена]" in message

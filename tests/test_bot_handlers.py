@@ -191,6 +191,29 @@ async def test_article_usage_and_not_found(chat: Chat, lookup: SharedLookup) -> 
     assert lookup.calls == [("УК", "99999", "ru"), ("ҚК", "188", "kk")]
 
 
+async def test_article_with_a_part_or_a_second_number_shows_the_article_and_says_what_was_ignored(
+    chat: Chat, lookup: SharedLookup, shared_dir: Path
+) -> None:
+    # «часть 2» was read as article 2, «188 189» as article 189: the article is the first number after the code.
+    [text] = await chat.texts(message_update(10, "/article УК 188 часть 2"))
+    ignored = f"<i>{t('article_ignored', 'ru', ignored='часть 2')}</i>"
+    assert text.startswith(f"<b>УК РК. Статья 188. Кража</b>\n\n{ignored}\n\n1. Кража, то есть тайное хищение")
+    [text] = await chat.texts(message_update(10, "/article УК 188 189"))
+    assert text.startswith("<b>УК РК. Статья 188. Кража</b>\n\n<i>Показана вся статья; не учтено: «189».</i>")
+    [text] = await chat.texts(message_update(10, "/article УК ч. 3 ст. 188"))
+    assert "<i>Показана вся статья; не учтено: «ч. 3».</i>" in text and "Статья 188. Кража" in text
+    parts = await chat.texts(message_update(10, "/article ЖК 9 2-бөлік", language_code="kk"))
+    land = shared_article(shared_dir, "K030000442_", "9", "kk")
+    assert parts[0].startswith(
+        f"<b>{article_heading(land)}</b>\n\n<i>Бап толық көрсетілді; ескерілмеді: «2-бөлік».</i>"
+    )
+    assert lookup.calls == [("УК", "188", "ru")] * 3 + [("ЖК", "9", "kk")]
+    # No Kazakh Criminal Code in ../shared: article 188 is not found (not «2-бөлік», not the usage)
+    assert await chat.texts(message_update(10, "/article ҚК 188 2-бөлік", language_code="kk")) == [
+        t("article_not_found", "kk", code="ҚК", number="188")
+    ]
+
+
 def test_parse_article_args() -> None:
     assert parse_article_args(["УК", "188"]) == ("УК", "188")
     assert parse_article_args(["ТК", "РК", "ст.", "22"]) == ("ТК РК", "22")

@@ -195,3 +195,21 @@ def test_a_prebuilt_chat_model_is_reused(settings: Settings, ollama_server: Olla
         )
         assert answer.backend == "ollama"
     assert len(ollama_server.received) == 2
+
+
+def test_a_reversed_norm_is_replaced_by_the_quotes(settings: Settings, groq_server: GroqServer, theft_docs):
+    groq_server.reply = THEFT_A.replace("она наказывается", "она не наказывается")
+    answer = ask(THEFT_Q, theft_docs, with_backends(settings, groq=groq_server.url))
+    assert answer.backend == "extractive" and answer.text.startswith(load_phrases(settings, "ru").grounding_failed)
+    assert "не наказывается" not in answer.text
+    assert "groq answer failed grounding" in answer.notes
+    assert any("contradict their sources: «не наказывается»" in n for n in answer.notes)
+
+
+def test_a_phishing_link_never_reaches_the_answer(settings: Settings, groq_server: GroqServer, theft_docs):
+    phishing = "Оплатить штраф онлайн можно на https://adilet-zan.kz.evil.com/pay [S1]."
+    groq_server.reply = f"{THEFT_A}\n{phishing}"
+    answer = ask(THEFT_Q, theft_docs, with_backends(settings, groq=groq_server.url))
+    assert (answer.backend, answer.grounded) == ("groq", True)
+    assert answer.text == f"{THEFT_A}\n\n{load_phrases(settings, 'ru').disclaimer}"
+    assert "evil" not in answer.text

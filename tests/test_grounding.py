@@ -168,3 +168,138 @@ def test_a_kazakh_answer_over_kazakh_sources_is_checked_for_support(settings: Se
     )
     g = check(invented, sources, settings, lang="kk", is_criminal=False)
     assert not g.ok and len(g.unsupported_sentences) == 2
+
+
+# --- norms: polarity, punishments, figures (answer.norms) on the real text of УК 188 ---------------------------
+
+PENALTY = (
+    "По части 1 статьи 188 УК РК кража наказывается штрафом до одной тысячи месячных расчетных показателей "
+    "либо лишением свободы на срок до трех лет [S1]."
+)
+
+
+@pytest.mark.parametrize(
+    ("changed", "reason"),
+    [
+        ("кража не наказывается [S1].", "«не наказывается» where the source says the opposite"),
+        (
+            PENALTY.replace("наказывается", "не наказывается"),
+            "«не наказывается» where the source says the opposite",
+        ),
+        (
+            PENALTY.replace("до трех лет", "до трех лет или смертной казнью"),
+            "punishment «смертная казнь» not in the source",
+        ),
+        (
+            "Кража в особо крупном размере наказывается пожизненным лишением свободы [S1].",
+            "punishment «пожизненное лишение свободы» not in the source",
+        ),
+        (PENALTY.replace("до трех лет", "до двенадцати лет"), "«12 год» not in the source"),
+        (PENALTY.replace("до трех лет", "до 12 лет"), "«12 год» not in the source"),
+        (PENALTY.replace("одной тысячи", "пяти тысяч"), "«5000 МРП» not in the source"),
+    ],
+)
+def test_a_sentence_that_reverses_or_hardens_the_norm_fails(settings: Settings, uk_sources, changed, reason):
+    g = check(THEFT.replace(PENALTY, changed), uk_sources, settings)
+    assert not g.ok
+    assert g.contradicting == (changed,)
+    assert f"1 sentences contradict their sources: {reason}" in g.notes
+    # one such sentence among faithful ones fails the answer; the lexical check alone let it through
+    assert g.unsupported_sentences == ()
+
+
+@pytest.mark.parametrize(
+    "paraphrase",
+    [
+        "Кража наказывается штрафом до 1000 МРП либо лишением свободы до 3 лет [S1].",
+        "За кражу грозит штраф до 1 000 МРП, исправительные работы или до трёх лет ограничения свободы [S1].",
+        "Общественные работы за кражу — до 800 часов [S1].",
+        "Кражу в крупном размере наказывают лишением свободы на срок от 2 до 7 лет с конфискацией имущества [S1].",
+        "Смертная казнь за кражу не предусмотрена [S1].",
+        "Наказание — лишение свободы не более трех лет, с конфискацией имущества или без таковой [S1].",
+    ],
+)
+def test_true_paraphrases_of_the_norm_pass(settings: Settings, uk_sources, paraphrase):
+    assert PENALTY in THEFT
+    g = check(THEFT.replace(PENALTY, paraphrase), uk_sources, settings)
+    assert g.ok, g.notes
+    assert g.contradicting == ()
+
+
+def test_a_number_from_the_question_is_not_an_invented_figure(settings: Settings, uk_sources):
+    text = THEFT.replace(PENALTY, "Кража телефона за 150 000 тенге наказывается лишением свободы до трех лет [S1].")
+    assert not check(text, uk_sources, settings).ok
+    g = check_grounding(
+        text, uk_sources, lang="ru", is_criminal=True, settings=settings, question="Украл телефон за 150 000 тенге"
+    )
+    assert g.ok, g.notes
+
+
+def test_a_kazakh_sentence_that_negates_its_source_fails(settings: Settings, shared_dir: Path):
+    consent, scope = (to_sources(docs(shared_dir, PERSONAL_DATA, [n], "kk"), settings) for n in ("8", "3"))
+    stated = (
+        "Мемлекеттік органдардың ақпараттандыру объектілеріндегі дербес деректерді өңдеу кезінде келісім "
+        "мемлекеттік сервис арқылы беріледі [S1]."
+    )
+    assert check(stated, consent, settings, lang="kk", is_criminal=False).ok
+    g = check(stated.replace("беріледі", "берілмейді"), consent, settings, lang="kk", is_criminal=False)
+    assert not g.ok and "1 sentences contradict their sources: «беріл» where the source states it" in g.notes
+    # the source negates («қолданылмайды»), the answer states
+    negated = (
+        "Осы Заң мемлекеттік құпияларға жатқызылған дербес деректерді жинауға, өңдеуге және қорғауға "
+        "қолданылмайды [S1]."
+    )
+    assert check(negated, scope, settings, lang="kk", is_criminal=False).ok
+    g = check(negated.replace("қолданылмайды", "қолданылады"), scope, settings, lang="kk", is_criminal=False)
+    assert not g.ok and g.contradicting
+
+
+def test_a_kazakh_answer_about_russian_law_is_checked_for_punishments_and_figures(settings: Settings, uk_sources):
+    faithful = "Ұрлық үшін айыппұл немесе үш жылға дейін бас бостандығынан айыру жазасы қолданылады [S1]."
+    assert check(faithful, uk_sources, settings, lang="kk").ok
+    g = check(faithful.replace("үш жылға", "он екі жылға"), uk_sources, settings, lang="kk")
+    assert not g.ok and "1 sentences contradict their sources: «12 год» not in the source" in g.notes
+    g = check(faithful.replace("айыппұл немесе", "өлім жазасы немесе"), uk_sources, settings, lang="kk")
+    assert not g.ok and g.contradicting
+
+
+# --- links ------------------------------------------------------------------------------------------------------
+
+UK_URL = "https://adilet.zan.kz/rus/docs/K1400000226"
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "https://evil.example/pay",
+        "adilet-zan.kz.evil.com",
+        "https://adilet.zan.kz.evil.com/rus/docs/K1400000226",
+        "https://adilet.zan.kz@evil.com/",
+        "[adilet.zan.kz](https://evil.example/login)",
+        "аdilet.zan.kz/rus/docs/K1400000226",  # a Cyrillic «а»
+        "https://adilet.zan.kz/rus/docs/K9999999999",  # the real site, but no source's link
+        "@adilet_help_bot",
+        "help@adilet-zan.kz",
+    ],
+)
+def test_a_sentence_with_a_foreign_link_is_dropped(settings: Settings, uk_sources, link):
+    phishing = f"Оплатить штраф за кражу можно онлайн: {link} [S1]."
+    text = THEFT.replace("\n\nЭто не", f"\n{phishing}\n\nЭто не")
+    g = check(text, uk_sources, settings)
+    assert g.ok, g.notes
+    assert phishing not in g.text and "Оплатить" not in g.text
+    assert g.text == THEFT
+    assert len(g.dropped_links) == 1 and g.dropped_links[0] in link
+    assert any(n.startswith("dropped the sentences with links that are not a source's") for n in g.notes)
+
+
+def test_a_sources_own_link_and_the_bare_site_stay(settings: Settings, uk_sources):
+    text = THEFT.replace("[S1].\nОбъект", f"[S1]. Текст статьи: {UK_URL}.\nОбъект")
+    g = check(text, uk_sources, settings)
+    assert g.ok and g.text == text and g.dropped_links == ()
+    assert "adilet.zan.kz." in g.text  # the disclaimer names the site
+
+
+def test_an_answer_made_only_of_foreign_links_fails(settings: Settings, uk_sources):
+    g = check("Подробности на https://evil.example/kraja [S1].", uk_sources, settings)
+    assert not g.ok and g.text == "" and "cites no source" in g.notes

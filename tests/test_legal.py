@@ -16,6 +16,7 @@ from corpus.legal import (
     cited_refs,
     code_name,
     heading,
+    read_article_args,
     read_references,
     source_url,
     split_article_args,
@@ -269,6 +270,24 @@ def test_ambiguous_abbreviation_names_a_code_only_next_to_a_reference() -> None:
     assert read_references("моя УК не чинит крышу").codes == ()
     assert read_references("по ст. 188 УК").codes == (UK,)
     assert read_references("статья 188").articles(default_doc=UK) == [ArticleRef(UK, "188")]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "number", "ignored"),
+    [
+        ("УК 188 часть 2", "УК", "188", "часть 2"),
+        ("УК 188 189", "УК", "188", "189"),
+        ("УК ч. 3 ст. 188", "УК", "188", "ч. 3"),
+        ("УК 188 ч.2 п.1", "УК", "188", "ч.2 п.1"),
+        ("ҚК 188 2-бөлік", "ҚК", "188", "2-бөлік"),
+        ("ҚК 188-бап 3-тармағы", "ҚК", "188", "3-тармағы"),
+        ("ТК РК ст. 22", "ТК РК", "22", ""),
+    ],
+)
+def test_article_arguments_take_the_article_and_name_what_is_ignored(args, code, number, ignored) -> None:
+    read = read_article_args(args.split())
+    assert read is not None and (read.code, read.number, read.ignored) == (code, number, ignored)
+    assert split_article_args(args.split()) == (code, number)
 
 
 def test_article_command_arguments_resolve_once() -> None:

@@ -40,6 +40,7 @@ from corpus.legal.refs import (
     article_lang,
     article_ref,
     expand_numbers,
+    read_article_args,
     read_references,
     split_article_args,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "doc_for",
     "expand_numbers",
     "heading",
+    "read_article_args",
     "read_references",
     "source_url",
     "split_article_args",

@@ -197,17 +197,58 @@ def read_references(text: str) -> References:
 # --- /article arguments -----------------------------------------------------------------------------------------
 
 _ARTICLE_ARG_WORDS = {"ст", "ст.", "статья", "статьи", "бап", "бабы", "article", "art", "art.", "№"}
+# «часть 2», «ч. 2», «ч.2», «п. 3», «2-бөлік», «3-тармағы»: a part of the article, not the article
+_PART_WORD_RE = re.compile(r"(?i)^(?:часть|части|ч\.?|пункт|пункта|п\.?|подпункт|пп\.?|абзац|бөлік\w*|тармақ\w*)$")
+_PART_GLUED_RE = re.compile(r"(?i)^(?:(?:ч|п|пп)\.\s*\d+\S*|\d+\)?-?\s*(?:бөлі|тармақ|тармағ)\w*)$")
+_ARTICLE_NUMBER_RE = re.compile(r"\d+(?:[-.]\d+)*")
+
+
+@dataclass(frozen=True)
+class ArticleArgs:
+    """What /article was asked: the code as written, the article number, and the words it did not use."""
+
+    code: str
+    number: str
+    ignored: str = ""  # «часть 2», «189»: a part or a second number; the article is shown whole, once
+
+
+def _article_number(word: str) -> str | None:
+    number = re.sub(r"(?i)-?(бап|бабы)$", "", word.strip(".,;:"))
+    return number if _ARTICLE_NUMBER_RE.fullmatch(number) else None
+
+
+def read_article_args(args: list[str]) -> ArticleArgs | None:
+    """/article УК 188, /article ТК РК ст. 22, /article ҚК 188-бап: the code's words, then the first number;
+    a part («часть 2», «ч. 2», «2-бөлік») wherever it is written and anything after the number are ignored
+    and named. None when no code or no number is given."""
+    words = [w for w in args if w.lower() not in _ARTICLE_ARG_WORDS]
+    code: list[str] = []
+    ignored: list[str] = []
+    number: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if _PART_GLUED_RE.match(word):
+            ignored.append(word)
+        elif _PART_WORD_RE.match(word) and i + 1 < len(words) and words[i + 1][:1].isdigit():
+            ignored.append(f"{word} {words[i + 1]}")
+            i += 1
+        elif number is None and code and (found := _article_number(word)) is not None:
+            number = found
+        elif number is None:
+            code.append(word)
+        else:
+            ignored.append(word)
+        i += 1
+    if number is None or not code:
+        return None
+    return ArticleArgs(" ".join(code), number, " ".join(ignored))
 
 
 def split_article_args(args: list[str]) -> tuple[str, str] | None:
-    """("УК", "188") from /article УК 188, /article ТК РК ст. 22, /article ҚК 188-бап; None when no number ends it."""
-    words = [w for w in args if w.lower() not in _ARTICLE_ARG_WORDS]
-    if len(words) < 2:
-        return None
-    number = re.sub(r"(?i)-?(бап|бабы)$", "", words[-1].strip(".,;:"))
-    if not re.fullmatch(r"\d+(?:[-.]\d+)*", number):
-        return None
-    return " ".join(words[:-1]), number
+    """("УК", "188") from /article УК 188, /article ТК РК ст. 22, /article ҚК 188-бап (read_article_args)."""
+    read = read_article_args(args)
+    return (read.code, read.number) if read else None
 
 
 def article_ref(code: str, number: str) -> ArticleRef | None:
