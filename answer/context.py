@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 
@@ -63,10 +64,14 @@ def parts_of(body: str) -> list[str]:
     return parts
 
 
-def part_scores(parts: Sequence[str], question: str, lang: Lang | None = None) -> list[int]:
-    """For each part, how many distinct stemmed terms of the question it contains (inflected forms match)."""
+def part_scores(parts: Sequence[str], question: str, lang: Lang | None = None) -> list[float]:
+    """For each part, the distinct stemmed terms of the question it contains (inflected forms match), each
+    weighted by how rare it is among the article's parts (log(1 + parts / parts having it))."""
     terms = set(analyze(question, lang))
-    return [sum(t in TermSet.of(p, lang) for t in terms) for p in parts]
+    sets = [TermSet.of(p, lang) for p in parts]
+    has = {t: [t in s for s in sets] for t in terms}
+    weight = {t: math.log(1 + len(parts) / n) for t, hits in has.items() if (n := sum(hits))}
+    return [sum(w for t, w in weight.items() if has[t][i]) for i in range(len(parts))]
 
 
 def select_parts(body: str, question: str, limit: int, lang: Lang | None = None) -> str:

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     stages = Stages(dense=False, sparse=False) if args.bm25_only else Stages()
     retrieval = Retrieval.load(settings, stages=stages)
-    console = Console()
+    console = Console(width=150)
     console.print(
         f"loaded in {time.perf_counter() - started:.1f} s; searches: {', '.join(retrieval.searches)}; "
         f"tokens ≈ characters / {CHARS_PER_TOKEN}; completion capped at llm_max_tokens = {settings.llm_max_tokens}"
