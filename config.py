@@ -163,6 +163,12 @@ class Settings(BaseSettings):
         default=None, description="Folder holding FlashRank model folders; default DATA_DIR/models/flashrank."
     )
     context_max_chars: int = 1800
+    prompt_source_chars: int = Field(
+        default=900,
+        description="Characters of each source the chat model reads: the article's first part and the parts "
+        "that match the question (answer/context.py select_parts); 0 sends the whole context_max_chars text. "
+        "Chosen by bench/answer_tokens.py (docs/evaluation.md).",
+    )
 
     # --- answer ------------------------------------------------------------------------------
     llm_backends: list[Literal["groq", "ollama"]] = ["groq", "ollama"]

@@ -8,7 +8,7 @@ from langchain_core.documents import Document
 
 from answer.context import clip, format_context, to_sources
 from config import Settings
-from tests.support.answer import UK, docs
+from tests.support.answer import UK, articles, docs
 
 
 def test_sources_are_labelled_in_order_with_citation_fields(settings: Settings, shared_dir: Path):
@@ -45,3 +45,23 @@ def test_clip_cuts_at_a_boundary():
     assert clip(text, 28) == "Первое предложение. …"
     # a sentence end too early would waste the room: the cut falls between words instead
     assert clip(text, 45) == "Первое предложение. Второе предложение …"
+
+
+def test_prompt_sources_keep_the_part_the_question_asks_about(settings: Settings, shared_dir: Path):
+    question = "Какое наказание за кражу из нефтегазопровода?"
+    small = settings.model_copy(update={"prompt_source_chars": 600})
+    [first] = docs(shared_dir, UK, ["188"])  # the whole article, as the assembly gives it when it fits
+    whole = [
+        Document(
+            page_content=f"УК РК. Статья 188. Кража\n{articles(shared_dir, UK)['188'].text}", metadata=first.metadata
+        )
+    ]
+    [full] = to_sources(whole, small)
+    [s1] = to_sources(whole, small, question=question)
+    assert "из нефтегазопровода" not in full.snippet[:600]  # the old prompt's first 600 characters miss part 4
+    assert len(s1.snippet) <= 600
+    assert s1.snippet.startswith("1. Кража, то есть тайное хищение чужого имущества")  # the definition first
+    assert "4. Кража, совершенная:\n1) преступной группой;\n2) из нефтегазопровода;" in s1.snippet
+    assert "предварительному сговору" not in s1.snippet  # part 2 skipped …
+    assert "\n…\n4. Кража" in s1.snippet  # … and marked
+    assert to_sources(whole, small, question=question) == (s1,)  # deterministic

@@ -213,3 +213,28 @@ def test_a_phishing_link_never_reaches_the_answer(settings: Settings, groq_serve
     assert (answer.backend, answer.grounded) == ("groq", True)
     assert answer.text == f"{THEFT_A}\n\n{load_phrases(settings, 'ru').disclaimer}"
     assert "evil" not in answer.text
+
+
+def test_the_model_reads_the_part_the_question_asks_about_and_its_answer_stays_grounded(
+    settings: Settings, groq_server: GroqServer, shared_dir: Path
+):
+    from langchain_core.documents import Document
+
+    from tests.support.answer import articles
+
+    # The whole of УК 188 (as the assembly hands it over when it fits); the question is about its part 4.
+    [first] = docs(shared_dir, UK, ["188"])
+    whole = Document(
+        page_content=f"УК РК. Статья 188. Кража\n{articles(shared_dir, UK)['188'].text}", metadata=first.metadata
+    )
+    groq_server.reply = (
+        "Кража из нефтегазопровода наказывается лишением свободы на срок от пяти до десяти лет "
+        "с конфискацией имущества [S1]."
+    )
+    small = with_backends(settings, groq=groq_server.url).model_copy(update={"prompt_source_chars": 700})
+    answer = ask("Какое наказание за кражу из нефтегазопровода?", [whole], small)
+    assert (answer.backend, answer.grounded) == ("groq", True)
+    [req] = groq_server.received
+    user = req.text_of("user")
+    assert "2) из нефтегазопровода;" in user and "предварительному сговору" not in user
+    assert len(user) < len(whole.page_content)
