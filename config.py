@@ -251,3 +251,9 @@ class Settings(BaseSettings):
     @property
     def flashrank_dir(self) -> Path:
         return self.flashrank_cache_dir or self.data_dir / "models" / "flashrank"
+
+    def secret_values(self) -> list[str]:
+        """The values of every SecretStr setting that is set (tokens, keys, passwords), for the logs to redact;
+        a secret setting added later is covered without touching the logging."""
+        values = (getattr(self, name) for name in type(self).model_fields)
+        return [v.get_secret_value() for v in values if isinstance(v, SecretStr) and v.get_secret_value()]

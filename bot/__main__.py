@@ -21,8 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     settings = Settings(data_dir=args.data_dir) if args.data_dir else Settings()
-    token = settings.telegram_bot_token.get_secret_value() if settings.telegram_bot_token else ""
-    configure_logging(args.verbose, secrets=[token])
+    configure_logging(args.verbose, secrets=settings.secret_values())  # every library's records, every secret
     try:
         webhook = webhook_kwargs(settings) if settings.telegram_mode == "webhook" else None
         app = build_application(settings)

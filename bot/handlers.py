@@ -135,6 +135,9 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     user_id = update.effective_user.id if update.effective_user else message.chat_id
     wait = svc.limiter.hit(user_id)
     if wait is not None:
+        if not svc.limiter.first_refusal(user_id):  # told once this window: no API call for the rest
+            logger.debug("user %s is still rate limited: message dropped", user_id)
+            return
         logger.info("user %s is rate limited for %.0f s", user_id, wait)
         await reply(
             message,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
+import signal
 import socket
 import sqlite3
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -336,3 +340,39 @@ async def test_a_slow_chain_does_not_hold_up_other_users(api: BotAPIServer, sett
         assert not api.calls("sendMessage", chat_id=501)
         release.set()
         await api.wait_for(lambda s: bool(s.calls("sendMessage", chat_id=501)))
+
+
+async def test_no_secret_in_the_logs_of_a_verbose_webhook_run(api: BotAPIServer, tmp_path) -> None:
+    # python-telegram-bot logs setWebhook's parameters at DEBUG, the webhook secret among them.
+    secrets = {
+        "TELEGRAM_BOT_TOKEN": api.token,
+        "TELEGRAM_WEBHOOK_SECRET": "wh-secret-5f1c9e",
+        "GROQ_API_KEY": "gsk_groq-secret-77aa",
+        "PINECONE_API_KEY": "pc-secret-31bd",
+    }
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "GROQ_", "PINECONE_"))},
+        **secrets,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "DATA_DIR": str(tmp_path / "data"),
+        "TELEGRAM_API_URL": api.base_url,
+        "TELEGRAM_FILE_URL": api.base_file_url,
+        "TELEGRAM_MODE": "webhook",
+        "TELEGRAM_WEBHOOK_URL": "https://bot.example.kz/tg/hook",
+        "TELEGRAM_WEBHOOK_LISTEN": "127.0.0.1",
+        "TELEGRAM_WEBHOOK_PORT": str(free_port()),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "-v", cwd=tmp_path, env=env, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        await asyncio.wait_for(api.wait_for(lambda s: bool(s.calls("setWebhook"))), timeout=60)
+        await asyncio.sleep(1.0)  # the chain's warm-up logs too
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    logs = err.decode()
+    assert "setWebhook" in logs  # the debug line was written, redacted
+    assert api.calls("setWebhook")[0].params["secret_token"] == secrets["TELEGRAM_WEBHOOK_SECRET"]
+    for name, value in secrets.items():
+        assert value not in logs, name

@@ -463,3 +463,16 @@ async def test_unpaired_surrogates_are_cleaned_and_the_question_is_stored(
     with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
         rows = db.execute("SELECT user_id, question, error FROM questions ORDER BY id").fetchall()
     assert rows == [(24, clean, None), (24, "сломайся \ufffd", "RuntimeError: boom")]
+
+
+async def test_a_flood_is_refused_once_per_window(chat: Chat, api: BotAPIServer, qa: ScriptedQA) -> None:
+    # Every refusal would spend the bot's shared send budget and delay everyone else's answers.
+    for i in range(3):  # the limit is 3 a minute
+        await chat.send(message_update(77, f"Вопрос {i}"))
+    since = len(api.requests)
+    for i in range(20):
+        await chat.send(message_update(77, f"Флуд {i}"))
+    sent = api.calls(since=since)
+    assert [r.method for r in sent] == ["sendMessage"]
+    assert sent[0].params["text"].startswith("Слишком много вопросов")
+    assert not any(q.startswith("Флуд") for q in qa.calls)
