@@ -61,6 +61,7 @@ class DocumentChanges:
     changed: tuple[str, ...] = ()
     repealed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    before: int = 0  # articles the document had before this refresh
 
     @property
     def any(self) -> bool:
@@ -103,9 +104,11 @@ def refresh(
     langs: Sequence[Lang] | None = None,
     embeddings: Embeddings | None = None,
     progress: bool = True,
+    allow_removal: bool = False,
 ) -> RefreshReport:
     """Refresh the corpus and index in settings.data_dir (see the module docstring); RefreshFailed when it stops,
-    with the previous build untouched."""
+    with the previous build untouched. A document whose new text would remove most of its articles is refused
+    unless `allow_removal` (see `_removals`)."""
     from index.build import build_index
     from index.publish import DataDirBusy, publish, writing
 
@@ -139,6 +142,11 @@ def refresh(
                 raise RefreshFailed(f"the index build failed ({type(err).__name__}: {err}); {_KEPT}") from err
             reparsed = [r for r in ingested.results if r.outcome == "ingested"]
             changes = _changes(settings.corpus_dir, staged.corpus_dir, {(r.doc_id, r.lang) for r in reparsed})
+            if not allow_removal and (cut := _removals(changes)):
+                raise RefreshFailed(
+                    f"{cut}: a cut page or a parse gone wrong looks like this; check the document on adilet and "
+                    f"run refresh again with --allow-removal if the law really lost these articles; {_KEPT}"
+                )
             generation = None
             if reparsed or not built.unchanged:
                 try:
@@ -168,6 +176,25 @@ def refresh(
 
 
 _KEPT = "nothing was published: the previous corpus and index are in place, unchanged"
+
+
+REMOVAL_LIMIT = 0.5  # share of a document's articles a refresh may remove without --allow-removal
+
+
+def _removals(changes: Sequence[DocumentChanges]) -> str:
+    """The documents whose new text removes more than REMOVAL_LIMIT of their articles, described for the error
+    message ("" when none). Laws are amended by repealing articles (they stay, marked repealed) and adding
+    new ones; an article vanishing from the text is rare, so most of a document vanishing at once means a truncated
+    page or a parser that lost its way, never a real amendment."""
+    cut = []
+    for c in changes:
+        old = c.before
+        if c.removed and len(c.removed) > REMOVAL_LIMIT * old:
+            cut.append(
+                f"{c.doc_id} ({c.lang}) would lose {len(c.removed)} of its {old} articles "
+                f"({old - len(c.removed)} left; removed: {_numbers(list(c.removed), 10)})"
+            )
+    return "; ".join(cut)
 
 
 def _count(report: IngestReport, outcome: str) -> int:
@@ -277,6 +304,7 @@ def _changes(old_dir: Path, new_dir: Path, keys: set[tuple[str, str]]) -> list[D
                 changed=tuple(changed),
                 repealed=tuple(repealed),
                 removed=tuple(removed),
+                before=len(before),
             )
         )
     return out

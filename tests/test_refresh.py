@@ -193,6 +193,35 @@ def test_an_index_build_that_raises_leaves_everything_as_it_was(
     assert report.changed and report.documents[0].changed == ("2",)
 
 
+def cut(page: str) -> str:
+    """The saved page with articles 4 up to the last one gone (a truncated page): 4 of its articles are left."""
+    start = page.index('<p><b><a name="z8"></a>Статья 4. ')
+    last = page.rindex("></a>Статья ", start)
+    return page[:start] + page[page.rindex("<p><b><a name=", start, last) :]
+
+
+def test_a_refresh_that_would_remove_most_of_a_document_is_refused_without_the_flag(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str]
+) -> None:
+    before = snapshot(built)
+    old = sum(a.doc_id == LAW for a in load_articles(built.corpus_dir))
+    serve(adilet, {**pages, LAW: cut(pages[LAW])})
+    with pytest.raises(RefreshFailed) as refused:
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    message = str(refused.value)
+    assert f"{LAW} (ru) would lose {old - 4} of its {old} articles (4 left; removed: 4, 5," in message
+    assert "--allow-removal" in message and "previous corpus and index are in place" in message
+    assert snapshot(built) == before
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+    # said so: published
+    report = refresh(
+        built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False, allow_removal=True
+    )
+    assert report.changed and len(report.documents[0].removed) == old - 4
+    assert sum(a.doc_id == LAW for a in load_articles(built.corpus_dir)) == 4
+
+
 def test_a_move_that_fails_half_way_puts_the_previous_build_back(
     built: Settings, adilet: AdiletServer, pages: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
