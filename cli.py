@@ -51,8 +51,11 @@ def _prepare(settings: Settings, from_dir: Path | None) -> None:
     not built here (the answer comes from the searches that are ready, and says what is missing).
 
     Progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
+    from index.stage import interrupted
     from ingest_adilet.pipeline import ingest
 
+    if message := interrupted(settings.data_dir):  # a half-moved build: not a first run, not a fetch
+        raise UserError(message)
     if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():
         return
     with contextlib.redirect_stdout(sys.stderr):

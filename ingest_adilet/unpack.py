@@ -24,10 +24,11 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from config import Settings
-from corpus.files import DamagedFile, check_file, swap_folders
+from corpus.files import DamagedFile, check_file
 from index.embeddings import make_embeddings, model_id
-from index.publish import publish, writing
+from index.publish import writing
 from index.sparse import latent_model_id, sparse_enabled
+from index.stage import swap_in
 from ingest_adilet.pack import (
     CORPUS_FILES,
     FAISS_FILES,
@@ -95,8 +96,6 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
 
 def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddings | None) -> PackManifest:
     """Check, extract, verify, swap in and publish (the caller holds the data dir's lock)."""
-    for leftover in data_dir.glob(".unpack-*"):  # an unpack killed half-way; the data dir itself is intact
-        shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=data_dir))
     try:
         try:
@@ -114,10 +113,9 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
                     f"{path} is damaged: its {name} {err.problem.replace('its build wrote', 'the pack manifest says')}"
                     f"; copy the pack again (compare its sha256) or build a new one with `{PACK_COMMAND}`."
                 ) from None
-        swap_folders(data_dir, staging / "new", staging / "old", FOLDERS)
+        swap_in(settings, staging, staging / "new", staging / "old", FOLDERS, "unpack")  # one a kill is recovered from
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    publish(settings, "unpack")
     return manifest
 
 
