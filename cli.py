@@ -53,8 +53,11 @@ def _prepare(settings: Settings, from_dir: Path | None, pack: Path | None = None
     ready, and says what is missing).
 
     Progress goes to stderr, so that `ask --json` prints nothing but JSON on stdout."""
+    from index.stage import interrupted
     from ingest_adilet.pipeline import ingest
 
+    if message := interrupted(settings.data_dir):  # a half-moved build: not a first run, not a fetch
+        raise UserError(message)
     if pack is not None:
         _install_pack(settings, pack)
     if from_dir is None and (settings.corpus_dir / "chunks.jsonl").exists():

@@ -52,10 +52,11 @@ def publication_path(settings: Settings) -> Path:
     return Path(settings.data_dir) / FILE_NAME
 
 
-def publish(settings: Settings, by: str) -> Publication:
-    """Mark the data dir's current files as a new build; call it after every file of the build is in place."""
+def publish(settings: Settings, by: str, *, generation: str | None = None) -> Publication:
+    """Mark the data dir's current files as a new build; call it after every file of the build is in place.
+    `generation`: the id a staged swap recorded before moving its build in (index/stage.py)."""
     record = Publication(
-        generation=uuid.uuid4().hex,
+        generation=generation or uuid.uuid4().hex,
         published_at=datetime.now(UTC).isoformat(timespec="seconds"),
         by=by,
     )
@@ -66,8 +67,13 @@ def publish(settings: Settings, by: str) -> Publication:
 def published(settings: Settings) -> Publication | None:
     """The current publication, or None when nothing was published yet (or the marker is unreadable: a reader
     then keeps what it has loaded, and the next publish rewrites the marker)."""
+    return read_publication(Path(settings.data_dir))
+
+
+def read_publication(data_dir: Path) -> Publication | None:
+    """`published()` for a data dir."""
     try:
-        return Publication.model_validate(json.loads(publication_path(settings).read_text(encoding="utf-8")))
+        return Publication.model_validate(json.loads((Path(data_dir) / FILE_NAME).read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError):
         return None
 
@@ -76,7 +82,10 @@ def published(settings: Settings) -> Publication | None:
 def writing(data_dir: Path, what: str) -> Iterator[None]:
     """Hold the data dir's write lock while `what` (e.g. "refresh") changes its corpus or index; DataDirBusy
     naming the holder when another process holds it. An advisory lock on a file: the kernel releases it when the
-    holder ends, killed or not."""
+    holder ends, killed or not. Holding it, a writer first resolves what a killed writer left
+    (index/stage.py: `recover`), so every writer finds the published build in place, or refuses."""
+    from index.stage import recover
+
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     with open(data_dir / LOCK_FILE, "a+", encoding="utf-8") as f:
@@ -90,6 +99,7 @@ def writing(data_dir: Path, what: str) -> Iterator[None]:
             f.truncate(0)
             f.write(f"{what} (pid {os.getpid()})\n")
             f.flush()
+            recover(data_dir)
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)

@@ -104,6 +104,11 @@ def _refresh_parser(sub: argparse._SubParsersAction) -> None:
         refresh.add_argument(*flags, default=argparse.SUPPRESS, **kw)
     _common_options(refresh, "the data dir to refresh")
     refresh.add_argument("--json", action="store_true", help="print the report as JSON (for scripts)")
+    refresh.add_argument(
+        "--allow-removal",
+        action="store_true",
+        help="publish even when a document loses more than half of its articles (refused without it)",
+    )
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -182,6 +187,7 @@ def _refresh(args: argparse.Namespace, settings: Settings) -> int:
             doc_ids=args.docs,
             langs=args.lang,
             progress=not as_json and not args.no_progress,
+            allow_removal=args.allow_removal,
         )
     except RefreshFailed as err:
         if as_json:

@@ -4,7 +4,8 @@ the changed chunks, and publish the new corpus and index together.
 Everything is built in a staging folder inside the data dir (`DATA_DIR/.refresh-*`): a copy of the corpus and
 index, with the real `cache/` linked in so that the embedding cache (keyed by content hash) gives every unchanged
 chunk its vector. Only when the staged corpus and index are both complete are they moved in (two renames of
-folders on one file system) and the build published (`index/publish.py`); a running reader reloads on that
+folders on one file system) and the build published (`index/stage.py`: `swap_in`, which a writer killed at any
+point of it is recovered from against the publication); a running reader reloads on that
 marker, so it never takes the new corpus with the old index. A refresh that fails anywhere before the moves —
 a document adilet will not serve, a parse error, the index build raising — leaves the data dir's corpus and index
 as they were, byte for byte, and publishes nothing.
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -31,7 +31,6 @@ from rich.table import Table
 
 from config import Settings
 from corpus.errors import DataDamaged, UserError
-from corpus.files import swap_folders
 from corpus.records import Article, Lang, content_hash
 from corpus.store import ARTICLES_FILE, Manifest, load_articles, read_manifest
 from ingest_adilet.pipeline import IngestReport, ingest
@@ -61,6 +60,7 @@ class DocumentChanges:
     changed: tuple[str, ...] = ()
     repealed: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
+    before: int = 0  # articles the document had before this refresh
 
     @property
     def any(self) -> bool:
@@ -103,11 +103,14 @@ def refresh(
     langs: Sequence[Lang] | None = None,
     embeddings: Embeddings | None = None,
     progress: bool = True,
+    allow_removal: bool = False,
 ) -> RefreshReport:
     """Refresh the corpus and index in settings.data_dir (see the module docstring); RefreshFailed when it stops,
-    with the previous build untouched."""
+    with the previous build untouched. A document whose new text would remove most of its articles is refused
+    unless `allow_removal` (see `_removals`)."""
     from index.build import build_index
-    from index.publish import DataDirBusy, publish, writing
+    from index.publish import DataDirBusy, writing
+    from index.stage import InterruptedStage, swap_in
 
     started = time.perf_counter()
     data_dir = Path(settings.data_dir)
@@ -115,9 +118,8 @@ def refresh(
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(writing(data_dir, "refresh"))
-        except DataDirBusy as err:
+        except (DataDirBusy, InterruptedStage) as err:
             raise RefreshFailed(str(err)) from None
-        _remove_stale_stages(data_dir)
         stage = Path(tempfile.mkdtemp(prefix=STAGE_PREFIX, dir=data_dir))
         try:
             staged = _stage(settings, stage)
@@ -139,15 +141,17 @@ def refresh(
                 raise RefreshFailed(f"the index build failed ({type(err).__name__}: {err}); {_KEPT}") from err
             reparsed = [r for r in ingested.results if r.outcome == "ingested"]
             changes = _changes(settings.corpus_dir, staged.corpus_dir, {(r.doc_id, r.lang) for r in reparsed})
+            if not allow_removal and (cut := _removals(changes)):
+                raise RefreshFailed(
+                    f"{cut}: a cut page or a parse gone wrong looks like this; check the document on adilet and "
+                    f"run refresh again with --allow-removal if the law really lost these articles; {_KEPT}"
+                )
             generation = None
             if reparsed or not built.unchanged:
                 try:
-                    swap_folders(data_dir, stage, stage / _PREVIOUS, _MOVED)
+                    generation = swap_in(settings, stage, stage, stage / _PREVIOUS, _MOVED, "refresh")
                 except OSError as err:
                     raise RefreshFailed(f"the new build could not be moved into {data_dir} ({err}); {_KEPT}") from err
-                generation = publish(settings, "refresh").generation
-                # published: what was moved out is no longer a build to restore (one rename, before it is deleted)
-                os.replace(stage / _PREVIOUS, stage / "replaced")
                 logger.info("refresh published generation %s", generation)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
@@ -170,26 +174,27 @@ def refresh(
 _KEPT = "nothing was published: the previous corpus and index are in place, unchanged"
 
 
+REMOVAL_LIMIT = 0.5  # share of a document's articles a refresh may remove without --allow-removal
+
+
+def _removals(changes: Sequence[DocumentChanges]) -> str:
+    """The documents whose new text removes more than REMOVAL_LIMIT of their articles, described for the error
+    message ("" when none). Laws are amended by repealing articles (they stay, marked repealed) and adding
+    new ones; an article vanishing from the text is rare, so most of a document vanishing at once means a truncated
+    page or a parser that lost its way, never a real amendment."""
+    cut = []
+    for c in changes:
+        old = c.before
+        if c.removed and len(c.removed) > REMOVAL_LIMIT * old:
+            cut.append(
+                f"{c.doc_id} ({c.lang}) would lose {len(c.removed)} of its {old} articles "
+                f"({old - len(c.removed)} left; removed: {_numbers(list(c.removed), 10)})"
+            )
+    return "; ".join(cut)
+
+
 def _count(report: IngestReport, outcome: str) -> int:
     return sum(r.outcome == outcome for r in report.results)
-
-
-def _remove_stale_stages(data_dir: Path) -> None:
-    """Staging folders left by a refresh that was killed (we hold the lock, so none is in use); one killed while
-    moving its build in first gets the previous corpus and index put back (the build it was moving in was never
-    published)."""
-    for old in data_dir.glob(STAGE_PREFIX + "*"):
-        if not old.is_dir():
-            continue
-        previous = old / _PREVIOUS
-        for name in _MOVED:
-            if (previous / name).exists():
-                logger.warning("a refresh was interrupted while moving its build in: restoring the previous %s", name)
-                if (data_dir / name).exists():
-                    os.replace(data_dir / name, old / f"unpublished-{name}")
-                os.replace(previous / name, data_dir / name)
-        logger.info("removing %s, left by an interrupted refresh", old)
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _stage(settings: Settings, stage: Path) -> Settings:
@@ -277,6 +282,7 @@ def _changes(old_dir: Path, new_dir: Path, keys: set[tuple[str, str]]) -> list[D
                 changed=tuple(changed),
                 repealed=tuple(repealed),
                 removed=tuple(removed),
+                before=len(before),
             )
         )
     return out

@@ -29,13 +29,14 @@ from pydantic import ValidationError
 
 from config import Settings
 from corpus.errors import IndexNotReady
-from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, check_file, parse_json, read_json, swap_folders
+from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, check_file, parse_json, read_json
 from corpus.store import Manifest, load_chunks
 from index.build import load_latent_index, load_vector_store
 from index.embeddings import make_embeddings, model_id
 from index.faiss_store import FLAT_HEADER, check_faiss_header, embedding_dim, read_faiss_meta
-from index.publish import publish, writing
+from index.publish import writing
 from index.sparse import check_matrix, latent_model_id, sparse_enabled
+from index.stage import swap_in
 from ingest_adilet.pack import (
     CORPUS_FILES,
     FAISS_FILES,
@@ -105,8 +106,6 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
 
 def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddings | None) -> PackManifest:
     """Check, extract, verify, swap in and publish (the caller holds the data dir's lock)."""
-    for leftover in data_dir.glob(".unpack-*"):  # an unpack killed half-way; the data dir itself is intact
-        shutil.rmtree(leftover, ignore_errors=True)
     embeddings = embeddings or make_embeddings(settings)
     dim = embedding_dim(embeddings)
     staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=data_dir))
@@ -131,10 +130,9 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
                 ) from None
         _check_inside(manifest, staging / "new", dim, path)
         _load_staged(settings, manifest, staging / "new", embeddings, path)
-        swap_folders(data_dir, staging / "new", staging / "old", FOLDERS)
+        swap_in(settings, staging, staging / "new", staging / "old", FOLDERS, "unpack")  # one a kill is recovered from
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    publish(settings, "unpack")
     return manifest
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,6 +194,35 @@ def test_an_index_build_that_raises_leaves_everything_as_it_was(
     assert report.changed and report.documents[0].changed == ("2",)
 
 
+def cut(page: str) -> str:
+    """The saved page with articles 4 up to the last one gone (a truncated page): 4 of its articles are left."""
+    start = page.index('<p><b><a name="z8"></a>Статья 4. ')
+    last = page.rindex("></a>Статья ", start)
+    return page[:start] + page[page.rindex("<p><b><a name=", start, last) :]
+
+
+def test_a_refresh_that_would_remove_most_of_a_document_is_refused_without_the_flag(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str]
+) -> None:
+    before = snapshot(built)
+    old = sum(a.doc_id == LAW for a in load_articles(built.corpus_dir))
+    serve(adilet, {**pages, LAW: cut(pages[LAW])})
+    with pytest.raises(RefreshFailed) as refused:
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    message = str(refused.value)
+    assert f"{LAW} (ru) would lose {old - 4} of its {old} articles (4 left; removed: 4, 5," in message
+    assert "--allow-removal" in message and "previous corpus and index are in place" in message
+    assert snapshot(built) == before
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+    # said so: published
+    report = refresh(
+        built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False, allow_removal=True
+    )
+    assert report.changed and len(report.documents[0].removed) == old - 4
+    assert sum(a.doc_id == LAW for a in load_articles(built.corpus_dir)) == 4
+
+
 def test_a_move_that_fails_half_way_puts_the_previous_build_back(
     built: Settings, adilet: AdiletServer, pages: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,21 +244,137 @@ def test_a_move_that_fails_half_way_puts_the_previous_build_back(
     assert snapshot(built) == before
 
 
-def test_a_refresh_killed_while_moving_its_build_in_is_undone_by_the_next(
+_KILLER = """
+import os, signal, sys
+from pathlib import Path
+
+import index.publish
+from config import Settings
+from ingest_adilet.refresh import refresh
+from tests.support.index import KeywordEmbeddings
+
+point, docs, words = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
+data = Path(os.environ["DATA_DIR"])
+real_publish, real_replace = index.publish.publish, os.replace
+
+
+def publish(*args, **kw):
+    record = real_publish(*args, **kw)
+    if point == "after-publish":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return record
+
+
+def replace(src, dst):
+    real_replace(src, dst)
+    if point == "corpus-moved-out" and Path(src) == data / "corpus":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+index.publish.publish, os.replace = publish, replace
+refresh(Settings(), doc_ids=docs, langs=["ru"], embeddings=KeywordEmbeddings(words), progress=False)
+"""
+
+
+def killed_refresh(settings: Settings, point: str, cwd: Path) -> None:
+    """Run a refresh in another process and SIGKILL it at `point`: right after it published, or right after it
+    moved the current corpus out (before the new one is moved in)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("DATA_DIR", "SOURCE_DIR")}
+    env = {"DATA_DIR": str(settings.data_dir), "ADILET_BASE_URL": settings.adilet_base_url, "HTTP_DELAY": "0"}
+    run = subprocess.run(
+        [sys.executable, "-c", _KILLER, point, ",".join(DOCS), ",".join(WORDS)],
+        cwd=cwd,
+        env={**base, **env, "PYTHONPATH": str(PROJECT_DIR)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == -9, run.stderr
+
+
+def failing_refresh(settings: Settings, adilet: AdiletServer) -> None:
+    adilet.route(f"/rus/docs/{CODE}", Reply(500, b"Internal Server Error"))
+    adilet.route(f"/api/documents/by-ngr/{CODE}", Reply(500, b"Internal Server Error"))
+    with pytest.raises(RefreshFailed, match="previous corpus and index are in place"):
+        refresh(settings, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+
+
+def test_a_refresh_killed_after_publishing_keeps_its_build_through_a_failed_refresh(
+    built: Settings, adilet: AdiletServer, pages: dict[str, str], tmp_path: Path
+) -> None:
+    """Killed between publishing and removing its stage: the published build is the one in place; a failed
+    refresh after it used to put the replaced build back under a `published.json` naming the new one."""
+    serve(adilet, {**pages, LAW: amended(pages[LAW])})
+    killed_refresh(built, "after-publish", tmp_path)
+    publication = published(built)
+    assert publication is not None and publication.by == "refresh"
+    in_place = snapshot(built)
+    assert any("надёжной" in a.text for a in load_articles(built.corpus_dir) if a.doc_id == LAW)
+
+    failing_refresh(built, adilet)
+
+    assert snapshot(built) == in_place and published(built) == publication
+    assert not list(Path(built.data_dir).glob(".refresh-*"))
+
+
+def test_a_refresh_killed_between_the_corpus_renames_is_named_to_readers_and_never_rolls_back_an_unpack(
+    built: Settings,
+    adilet: AdiletServer,
+    pages: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Killed with the current corpus moved out and the new one not yet in: `ask` says so (it said adilet was
+    unreachable); an unpack then recovers first and installs its build, which a later refresh keeps (it used to
+    put the pre-kill corpus back over the unpacked one)."""
+    import rag_chain
+    from ingest_adilet.pack import pack
+    from ingest_adilet.unpack import unpack
+
+    # a pack of the amended build, made in another data dir
+    other = built.model_copy(update={"data_dir": tmp_path / "other"})
+    shutil.copytree(built.data_dir, other.data_dir)
+    serve(adilet, {**pages, LAW: amended(pages[LAW])})
+    assert refresh(other, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False).changed
+    packed = tmp_path / "amended.pack.tar.gz"
+    pack(other, packed, embeddings=KeywordEmbeddings(WORDS))
+
+    killed_refresh(built, "corpus-moved-out", tmp_path)
+    data = Path(built.data_dir)
+    assert not (data / "corpus").exists()
+
+    monkeypatch.setenv("ADILET_BASE_URL", "http://127.0.0.1:9")  # nothing listens: a fetch would fail
+    monkeypatch.delenv("DATA_DIR", raising=False)
+    code = rag_chain.main(["ask", "--json", "--data-dir", str(data), "что такое персональные данные"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2, err
+    assert f"error: interrupted refresh in {data}" in err
+    assert f"run `python -m ingest_adilet refresh --data-dir {data}`" in err
+    assert "unreachable" not in err and "Traceback" not in err
+
+    unpack(built, packed, embeddings=KeywordEmbeddings(WORDS))
+    unpacked = snapshot(built)
+    assert any("надёжной" in a.text for a in load_articles(built.corpus_dir) if a.doc_id == LAW)
+    assert not list(data.glob(".refresh-*")) and not list(data.glob(".unpack-*"))
+
+    failing_refresh(built, adilet)
+    assert snapshot(built) == unpacked
+
+
+def test_a_stage_from_an_older_version_with_folders_set_aside_is_refused(
     built: Settings, adilet: AdiletServer, pages: dict[str, str]
 ) -> None:
-    """Killed between moving the old corpus out and the new one in: the next refresh puts the previous corpus back
-    (the half-moved build was never published) before anything else, and nothing is lost."""
+    """No record of what it was moving in: the writer cannot tell which build is the published one, so it
+    refuses and says what to do, touching nothing."""
     serve(adilet, pages)
-    before = snapshot(built)
     data = Path(built.data_dir)
     crashed = data / ".refresh-killed"
     (crashed / "previous").mkdir(parents=True)
     os.replace(data / "corpus", crashed / "previous" / "corpus")
-    report = refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
-    assert not report.changed and report.unchanged == 2
-    assert snapshot(built) == before
-    assert not crashed.exists()
+    with pytest.raises(RefreshFailed, match="interrupted write.*previous/corpus.*move its folders back by hand"):
+        refresh(built, doc_ids=DOCS, langs=["ru"], embeddings=KeywordEmbeddings(WORDS), progress=False)
+    assert (crashed / "previous" / "corpus").is_dir() and not (data / "corpus").exists()
 
 
 def _cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
