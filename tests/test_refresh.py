@@ -328,7 +328,7 @@ def test_a_refresh_killed_between_the_corpus_renames_is_named_to_readers_and_nev
     """Killed with the current corpus moved out and the new one not yet in: `ask` says so (it said adilet was
     unreachable); an unpack then recovers first and installs its build, which a later refresh keeps (it used to
     put the pre-kill corpus back over the unpacked one)."""
-    import rag_chain
+    import cli
     from ingest_adilet.pack import pack
     from ingest_adilet.unpack import unpack
 
@@ -346,7 +346,7 @@ def test_a_refresh_killed_between_the_corpus_renames_is_named_to_readers_and_nev
 
     monkeypatch.setenv("ADILET_BASE_URL", "http://127.0.0.1:9")  # nothing listens: a fetch would fail
     monkeypatch.delenv("DATA_DIR", raising=False)
-    code = rag_chain.main(["ask", "--json", "--data-dir", str(data), "что такое персональные данные"])
+    code = cli.main(["ask", "--json", "--data-dir", str(data), "что такое персональные данные"])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2, err
     assert f"error: interrupted refresh in {data}" in err
