@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from config import Settings
 from corpus.errors import UserError
 from corpus.files import atomic_write, swap_folders
+from index.publication import LOCK_FILE, publish, published, read_publication
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,6 @@ class SwapIntent(BaseModel):
 def swap_in(settings: Settings, stage: Path, new: Path, aside: Path, names: Sequence[str], by: str) -> str:
     """Move `new/NAME` into the data dir (the current ones to `aside`) and publish; recoverable by `recover` at
     every point. Returns the published generation. An OSError from a move leaves the previous build in place."""
-    from index.publish import publish, published
-
     data_dir = Path(settings.data_dir)
     current = published(settings)
     intent = SwapIntent(
@@ -107,8 +106,6 @@ def _set_aside(stage: Path) -> list[Path]:
 def recover(data_dir: Path) -> None:
     """Resolve every stage a killed writer left, against the publication (see the module docstring); the caller
     holds the write lock. InterruptedStage when one cannot be resolved."""
-    from index.publish import read_publication
-
     data_dir = Path(data_dir)
     for stage, _command in _stages(data_dir):
         intent = _intent(stage)
@@ -153,8 +150,6 @@ def _undo(data_dir: Path, stage: Path, intent: SwapIntent) -> None:
 def interrupted(data_dir: Path) -> str | None:
     """For readers: a message when a writer was killed while moving a build in and nothing has recovered it yet
     (None when there is no such stage, or a writer is at work on the data dir now)."""
-    from index.publish import LOCK_FILE
-
     data_dir = Path(data_dir)
     stages = [(s, c) for s, c in _stages(data_dir) if (s / INTENT_FILE).exists() or _set_aside(s)]
     if not stages:

@@ -248,14 +248,14 @@ _KILLER = """
 import os, signal, sys
 from pathlib import Path
 
-import index.publish
+import index.stage
 from config import Settings
 from ingest_adilet.refresh import refresh
 from tests.support.index import KeywordEmbeddings
 
 point, docs, words = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
 data = Path(os.environ["DATA_DIR"])
-real_publish, real_replace = index.publish.publish, os.replace
+real_publish, real_replace = index.stage.publish, os.replace
 
 
 def publish(*args, **kw):
@@ -271,7 +271,7 @@ def replace(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-index.publish.publish, os.replace = publish, replace
+index.stage.publish, os.replace = publish, replace  # swap_in publishes through index.stage
 refresh(Settings(), doc_ids=docs, langs=["ru"], embeddings=KeywordEmbeddings(words), progress=False)
 """
 
