@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -191,6 +192,13 @@ class Settings(BaseSettings):
         "(the offline rule of answer/followup.py).",
     )
 
+    # --- service ----------------------------------------------------------------------------
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL shared by every replica (postgresql://user:password@host:port/db): the bot's store, "
+        "the answer cache and the LLM budget. Unset: SQLite files in DATA_DIR (one process).",
+    )
+
     # --- telegram ----------------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = None
     telegram_api_url: str = "https://api.telegram.org/bot"
@@ -256,4 +264,7 @@ class Settings(BaseSettings):
         """The values of every SecretStr setting that is set (tokens, keys, passwords), for the logs to redact;
         a secret setting added later is covered without touching the logging."""
         values = (getattr(self, name) for name in type(self).model_fields)
-        return [v.get_secret_value() for v in values if isinstance(v, SecretStr) and v.get_secret_value()]
+        found = [v.get_secret_value() for v in values if isinstance(v, SecretStr) and v.get_secret_value()]
+        if self.database_url and (password := urlsplit(self.database_url.get_secret_value()).password):
+            found.append(password)  # the URL's password alone, wherever a library prints it
+        return found
