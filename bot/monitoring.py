@@ -17,7 +17,7 @@ from corpus.errors import UserError
 
 logger = logging.getLogger(__name__)
 
-TEXT = [("Content-Type", "text/plain; charset=utf-8")]
+TEXT = ("Content-Type", "text/plain; charset=utf-8")
 
 
 class MonitoringPortError(UserError):
@@ -43,9 +43,10 @@ def monitoring_app(ready: Callable[[], bool]) -> Callable[..., Iterable[bytes]]:
             except Exception:
                 logger.exception("the health check failed")
                 ok = False
-            start_response("200 OK" if ok else "503 Service Unavailable", TEXT)
+            # A new header list each time: wsgiref adds Content-Length to the list it is given.
+            start_response("200 OK" if ok else "503 Service Unavailable", [TEXT])
             return [b"ok\n" if ok else b"no chain loaded\n"]
-        start_response("404 Not Found", TEXT)
+        start_response("404 Not Found", [TEXT])
         return [b"not found: /metrics or /healthz\n"]
 
     return app
