@@ -151,11 +151,14 @@ async def test_the_bot_serves_metrics_and_health(
         if mode == "polling":
             api.push(update)
         else:
-            assert await post_when_up(
-                f"http://127.0.0.1:{hook_port}/tg/hook",
-                {"update_id": user, **update},
-                {"X-Telegram-Bot-Api-Secret-Token": SECRET},
-            ) == 200
+            assert (
+                await post_when_up(
+                    f"http://127.0.0.1:{hook_port}/tg/hook",
+                    {"update_id": user, **update},
+                    {"X-Telegram-Bot-Api-Secret-Token": SECRET},
+                )
+                == 200
+            )
 
         async def reply() -> list[BotRequest]:
             await api.wait_for(lambda s: bool(answered(s, user, since)), timeout=120)
