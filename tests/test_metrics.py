@@ -17,14 +17,19 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from answer.generate import answer_question
 from bot.app import build_application
+from config import Settings
 from corpus.errors import UserError
+from tests.support.answer import UK, docs
 from tests.support.bot import ScriptedQA, SharedLookup
-from tests.support.llm_servers import GroqServer
+from tests.support.llm_servers import GroqServer, OllamaServer, with_backends
 from tests.support.telegram_server import BotAPIServer, BotRequest, message_update, settings_for
 from tests.test_bot_e2e import free_port
+from tests.test_generate import THEFT_A, THEFT_Q
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "metrics-hook-secret"
@@ -222,7 +227,7 @@ def test_each_search_is_timed(hybrid_retrieval) -> None:
 
 
 def test_a_metrics_port_in_use_stops_the_start_with_one_message(
-    api: BotAPIServer, settings: Any, shared_dir: Path
+    api: BotAPIServer, settings: Settings, shared_dir: Path
 ) -> None:
     import socket
 
@@ -233,3 +238,48 @@ def test_a_metrics_port_in_use_stops_the_start_with_one_message(
         bot_settings = settings_for(settings, api, metrics_port=port, metrics_listen="127.0.0.1")
         with pytest.raises(UserError, match=f"METRICS_PORT {port} on 127.0.0.1 cannot be listened on"):
             build_application(bot_settings, qa=ScriptedQA(), lookup=SharedLookup(shared_dir))
+
+
+class Counts:
+    """How much metrics of the default registry moved since it was made."""
+
+    def __init__(self, *keys: tuple[str, dict[str, str]]) -> None:
+        self.keys = keys
+        self.before = [self._get(name, labels) for name, labels in keys]
+
+    @staticmethod
+    def _get(name: str, labels: dict[str, str]) -> float:
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    def moved(self) -> list[float]:
+        return [self._get(n, labels) - b for (n, labels), b in zip(self.keys, self.before, strict=True)]
+
+
+FALLBACK_KEYS = [("kzlaw_fallbacks_total", {"cause": c}) for c in ("llm_error", "grounding_failed", "no_model")]
+FALLBACK_KEYS += [
+    ("kzlaw_fallbacks_total", {"cause": "no_sources"}),
+    ("kzlaw_llm_errors_total", {"backend": "groq", "error": "RateLimitError"}),
+]
+
+
+def test_fallbacks_and_failed_backends_are_counted_by_cause(
+    settings: Settings, groq_server: GroqServer, ollama_server: OllamaServer, shared_dir: Path
+) -> None:
+    theft = docs(shared_dir, UK, ["188", "187", "190"])
+
+    def ask(documents: list, configured: Settings) -> str:
+        answer = answer_question(THEFT_Q, documents, lang="ru", is_criminal=True, is_range=False, settings=configured)
+        return answer.backend
+
+    counts = Counts(*FALLBACK_KEYS)
+    groq_server.rate_limit()  # Groq refuses, Ollama answers: a failed request, no fallback to the quotes
+    ollama_server.reply = THEFT_A
+    assert ask(theft, with_backends(settings, groq=groq_server.url, ollama=ollama_server.url)) == "ollama"
+    assert counts.moved() == [0, 0, 0, 0, 1]
+
+    ollama_server.reply = THEFT_A + " Кроме того, применяется статья 175 УК РК [S1]."  # not in the sources
+    assert ask(theft, with_backends(settings, ollama=ollama_server.url)) == "extractive"
+    assert ask(theft, settings) == "extractive"  # no backend configured
+    assert ask([], with_backends(settings, ollama=ollama_server.url)) == "extractive"
+    assert ask(theft, with_backends(settings, groq=groq_server.url)) == "extractive"  # the only backend fails
+    assert counts.moved() == [1, 1, 1, 1, 2]
