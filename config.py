@@ -250,6 +250,14 @@ class Settings(BaseSettings):
         description="Questions (with their ratings) and users' stored /lang choices older than this many days are "
         "deleted from DATA_DIR/bot/feedback.sqlite at start and daily; 0 keeps them forever.",
     )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="The bot serves Prometheus metrics at /metrics and a health check at /healthz (200 once a chain "
+        "is loaded, else 503) on this port; unset: neither is served.",
+    )
+    metrics_listen: str = Field(default="0.0.0.0", description="The address METRICS_PORT listens on.")
 
     @property
     def corpus_dir(self) -> Path:

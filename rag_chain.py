@@ -25,7 +25,8 @@ from answer.generate import answer_question
 from answer.llm import build_chat_model
 from answer.records import Exchange, QAResult, Source
 from config import MAX_QUESTION_CHARS, Settings
-from corpus.errors import QAError
+from corpus import metrics
+from corpus.errors import QAError, UserError
 from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
@@ -290,8 +291,23 @@ def invoke_qa(
     `QAResult`); a follow-up is then understood in their context (`QAResult.search_question`, `used_history`).
     `on_token`: called with each piece of a model's answer as it is generated (the chat model's `.stream()`, same
     Groq → Ollama fallbacks); the returned result is the final answer after the grounding check, which replaces a
-    streamed answer that fails it with the quotes."""
-    return get_chain(settings or Settings()).invoke(question, history, on_token)
+    streamed answer that fails it with the quotes.
+
+    Each call is counted in the service's metrics (corpus/metrics.py): the question, then its answer with each
+    stage's time, or the error."""
+    metrics.asked()
+    try:
+        result = get_chain(settings or Settings()).invoke(question, history, on_token)
+    except Exception as err:
+        metrics.error("qa", user=isinstance(err, UserError))
+        raise
+    metrics.answered(result.timings, backend=result.backend, template=result.template, status=result.status)
+    return result
+
+
+def chain_loaded(settings: Settings) -> bool:
+    """Whether a chain for these settings is loaded (and answering); never waits for one being loaded."""
+    return _key(settings) in _chains
 
 
 def lookup_article(code: str, number: str, settings: Settings | None = None, lang: Lang = "ru") -> Article | None:

@@ -18,6 +18,7 @@ from answer.llm import backend_of, build_chat_model
 from answer.records import Answer
 from answer.templates import Phrases, TemplateName, load_phrases, load_template, select_template
 from config import Settings
+from corpus import metrics
 from corpus.records import Lang
 
 if TYPE_CHECKING:
@@ -96,8 +97,10 @@ def answer_question(
     user_note: str | None = None
     if not sources:
         notes.append("no sources")
+        metrics.fallback("no_sources")
     elif model is None:
         notes.append("no chat model configured")
+        metrics.fallback("no_model")
     else:
         try:
             chain = answer_chain(settings, template, lang, model)
@@ -108,6 +111,7 @@ def answer_question(
             logger.debug("chat model failure", exc_info=True)
             notes.append(f"model failed: {type(err).__name__}: {err}")
             user_note = phrases.model_failed
+            metrics.fallback("llm_error")
             lap("llm")
         else:
             lap("llm")
@@ -134,6 +138,7 @@ def answer_question(
             logger.info("answer of %s failed grounding: %s", reply["backend"], "; ".join(grounding.notes))
             notes += [f"{reply['backend']} answer failed grounding", *grounding.notes]
             user_note = phrases.grounding_failed
+            metrics.fallback("grounding_failed")
 
     extract = extractive_answer(
         question,

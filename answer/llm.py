@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableGenerator
 
 from config import Settings
+from corpus import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,16 @@ def _ollama(settings: Settings) -> BaseChatModel | None:
 _BUILDERS = {"groq": _groq, "ollama": _ollama}
 
 
+class _CountFailures(BaseCallbackHandler):
+    """Counts the backend's failed requests (kzlaw_llm_errors_total), which `with_fallbacks` otherwise swallows."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def on_llm_error(self, error: BaseException, **kwargs: object) -> None:
+        metrics.llm_error(self.backend, error)
+
+
 def _stamped(model: BaseChatModel, name: str) -> Runnable:
     """The model, whose reply carries `response_metadata["backend"] = name`; `.stream()` still streams."""
 
@@ -67,7 +79,8 @@ def _stamped(model: BaseChatModel, name: str) -> Runnable:
         for i, chunk in enumerate(chunks):
             yield stamp(chunk) if i == 0 else chunk
 
-    return (model | RunnableGenerator(stamp_first, name=f"stamp_{name}")).with_config(run_name=name)
+    counted = model.with_config(callbacks=[_CountFailures(name)])
+    return (counted | RunnableGenerator(stamp_first, name=f"stamp_{name}")).with_config(run_name=name)
 
 
 def build_chat_model(settings: Settings) -> Runnable | None:

