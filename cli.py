@@ -24,6 +24,7 @@ from pathlib import Path
 from answer.records import Exchange, QAResult
 from config import Settings
 from corpus.errors import UserError
+from corpus.redact import redact_logs
 from corpus.store import load_articles
 from index.publish import DataDirBusy, publish
 from index.status import IndexPending
@@ -304,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        return eval_main(rest, Settings())
+        settings = Settings()
+        redact_logs(settings.secret_values())
+        return eval_main(rest, settings)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
@@ -312,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    redact_logs(settings.secret_values())  # every library's records: a model server's error may echo its key
     if args.command == "chat":
         return _chat(settings, args.from_dir, args.pack)
     try:

@@ -14,6 +14,7 @@ from rich.table import Table
 from config import Settings
 from corpus.console import log_handler, make_console
 from corpus.errors import UserError
+from corpus.redact import redact_logs
 from corpus.store import MANIFEST_FILE
 
 # Messages and logs (stderr); built again by `main`, which knows whether this run's stderr is a terminal.
@@ -218,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("corpus.progress").setLevel(logging.INFO)
     try:
         settings = _settings(args)
+        redact_logs(settings.secret_values())  # every library's records (Pinecone's, adilet's HTTP errors)
         if args.command == "index":
             return _index(settings, progress=not args.no_progress)
         if args.command == "refresh":
