@@ -26,7 +26,7 @@ from config import Settings
 from corpus.errors import UserError
 from corpus.redact import redact_logs
 from corpus.store import load_articles
-from index.publish import DataDirBusy, publish
+from index.publish import DataDirBusy, publish, writable_data_dir
 from index.status import IndexPending
 from rag_chain import QAChain, index_pending, invoke_qa
 from retrieval.evaluate import evaluate, format_report, write_rankings
@@ -65,6 +65,7 @@ def _prepare(settings: Settings, from_dir: Path | None, pack: Path | None = None
         return
     with contextlib.redirect_stdout(sys.stderr):
         if not (settings.corpus_dir / "chunks.jsonl").exists():
+            writable_data_dir(settings.data_dir, "the first run")  # a file or a read-only dir: said before the build
             print(
                 f"First run: building the corpus in {settings.data_dir} from "
                 f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "

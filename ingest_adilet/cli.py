@@ -16,6 +16,7 @@ from corpus.console import log_handler, make_console
 from corpus.errors import UserError
 from corpus.redact import redact_logs
 from corpus.store import MANIFEST_FILE
+from index.publish import writable_data_dir
 
 # Messages and logs (stderr); built again by `main`, which knows whether this run's stderr is a terminal.
 _console = make_console(stderr=True)
@@ -220,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = _settings(args)
         redact_logs(settings.secret_values())  # every library's records (Pinecone's, adilet's HTTP errors)
+        if args.command != "pack":  # every other command writes the data dir: a file or a read-only one is said now
+            writable_data_dir(settings.data_dir, args.command or "ingest")
         if args.command == "index":
             return _index(settings, progress=not args.no_progress)
         if args.command == "refresh":
