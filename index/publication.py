@@ -19,7 +19,8 @@ from corpus.files import apply_modes, atomic_write
 
 FILE_NAME = "published.json"
 LOCK_FILE = ".write.lock"  # held by every writer (index/publish.py `writing`)
-BUILD_FOLDERS = ("corpus", "index")  # what a build is made of (the bot's folder and the caches are not)
+# What the writers write, given the data dir's modes at each publish (the bot's own folder is private: not these).
+WRITTEN_FOLDERS = ("corpus", "index", "cache")
 
 
 class Publication(BaseModel):
@@ -40,7 +41,7 @@ def publish(settings: Settings, by: str, *, generation: str | None = None) -> Pu
     """Mark the data dir's current files as a new build; call it after every file of the build is in place.
     `generation`: the id a staged swap recorded before moving its build in (index/stage.py). The build's folders
     and files get the data dir's modes first (corpus/files.py DIR_MODE, FILE_MODE), whichever writer made them."""
-    for name in BUILD_FOLDERS:
+    for name in WRITTEN_FOLDERS:
         apply_modes(Path(settings.data_dir) / name)
     record = Publication(
         generation=generation or uuid.uuid4().hex,
