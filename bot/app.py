@@ -29,10 +29,10 @@ from bot.feedback import DAY, FeedbackStore
 from bot.persistence import SQLitePersistence
 from bot.private_files import private_dir
 from bot.ratelimit import SlidingWindowLimiter
-from bot.services import QA, BotServices, Lookup
+from bot.services import QA, BotServices, Lookup, log_unavailable
 from bot.texts import COMMANDS
 from config import Settings
-from corpus.errors import UserError
+from corpus.errors import ChainUnavailable, UserError
 
 if TYPE_CHECKING:
     from index.status import IndexPending
@@ -124,8 +124,10 @@ async def _warm_up(svc: BotServices, bot_data: dict[str, Any]) -> None:
         await asyncio.get_running_loop().run_in_executor(
             svc.executor, functools.partial(svc.lookup, "УК", "1", settings=svc.settings)
         )
+    except ChainUnavailable as err:  # its details, once; rag_chain retries the load with backoff
+        log_unavailable(err, "warm-up")
     except UserError as err:
-        logger.warning("the chain is not ready, questions will get this message: %s", err)
+        logger.warning("the chain is not ready (%s): questions are told the service is unavailable", err)
     except Exception:
         logger.exception("loading the chain failed; questions will be retried when they come")
     else:
