@@ -272,6 +272,14 @@ def eval_main(argv: Sequence[str] | None, settings: Settings) -> int:
 # --- the command ------------------------------------------------------------------------------------------------------
 
 
+def _log_handler(level: int) -> logging.Handler:
+    """The command's log handler on stderr, installed on the root logger (when nothing configured logging yet)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m rag_chain ask|chat|eval …`; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m rag_chain", description=DESCRIPTION)
@@ -305,18 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("-v", "--verbose", action="store_true")
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        handler = _log_handler(logging.WARNING)
         settings = Settings()
-        redact_logs(settings.secret_values())
+        redact_logs(settings.secret_values(), [handler])
         return eval_main(rest, settings)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    handler = _log_handler(logging.DEBUG if args.verbose else logging.WARNING)
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    redact_logs(settings.secret_values())  # every library's records: a model server's error may echo its key
+    redact_logs(settings.secret_values(), [handler])  # every library's records: a model server may echo its key
     if args.command == "chat":
         return _chat(settings, args.from_dir, args.pack)
     try:

@@ -20,7 +20,9 @@ def quiet_noisy_loggers() -> None:
 
 def configure_logging(verbose: bool, secrets: Iterable[str] = ()) -> None:
     """INFO (DEBUG with `verbose`, which also logs users' texts) to stderr, with secrets redacted."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=FORMAT)
-    redact_logs(secrets)  # on the root handler, which every library's records reach
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(FORMAT))
+    redact_logs(secrets, [handler])  # on the root handler, which every library's records reach
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
     if not verbose:
         quiet_noisy_loggers()

@@ -40,9 +40,9 @@ class RedactSecrets(logging.Filter):
         return True
 
 
-def redact_logs(secrets: Iterable[str], logger: logging.Logger | None = None) -> None:
-    """Install one RedactSecrets on every handler of `logger` (the root logger: where every record ends)."""
+def redact_logs(secrets: Iterable[str], handlers: Iterable[logging.Handler]) -> None:
+    """Install one RedactSecrets on each of an entry point's handlers (replacing one installed before)."""
     redacting = RedactSecrets(secrets)
-    for handler in (logger or logging.getLogger()).handlers:
+    for handler in handlers:
         handler.filters = [f for f in handler.filters if not isinstance(f, RedactSecrets)]
         handler.addFilter(redacting)

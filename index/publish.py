@@ -107,7 +107,7 @@ class Holder:
 
     @classmethod
     def parse(cls, text: str) -> Holder | None:
-        match = re.fullmatch(r"(\S+) pid=(\d+) started=(\d+)", text.strip())
+        match = re.fullmatch(r"(.+?) pid=(\d+) started=(\d+)", text.strip())
         return cls(match[1], int(match[2]), int(match[3])) if match else None
 
     def alive(self) -> bool:

@@ -210,17 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _console
     args = _parser().parse_args(argv)
     _console = make_console(stderr=True)
+    handler = log_handler(_console)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(name)s: %(message)s",
-        handlers=[log_handler(_console)],
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s", handlers=[handler]
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if not args.no_progress:  # off a terminal progress is a log line (corpus/progress.py), shown without -v
         logging.getLogger("corpus.progress").setLevel(logging.INFO)
     try:
         settings = _settings(args)
-        redact_logs(settings.secret_values())  # every library's records (Pinecone's, adilet's HTTP errors)
+        redact_logs(settings.secret_values(), [handler])  # every library's records that reach the command's log
         if args.command != "pack":  # every other command writes the data dir: a file or a read-only one is said now
             writable_data_dir(settings.data_dir, args.command or "ingest")
         if args.command == "index":
