@@ -24,8 +24,9 @@ from pathlib import Path
 from answer.records import Exchange, QAResult
 from config import Settings
 from corpus.errors import UserError
+from corpus.redact import redact_logs
 from corpus.store import load_articles
-from index.publish import DataDirBusy, publish
+from index.publish import DataDirBusy, publish, writable_data_dir
 from index.status import IndexPending
 from rag_chain import QAChain, index_pending, invoke_qa
 from retrieval.evaluate import evaluate, format_report, write_rankings
@@ -64,6 +65,7 @@ def _prepare(settings: Settings, from_dir: Path | None, pack: Path | None = None
         return
     with contextlib.redirect_stdout(sys.stderr):
         if not (settings.corpus_dir / "chunks.jsonl").exists():
+            writable_data_dir(settings.data_dir, "the first run")  # a file or a read-only dir: said before the build
             print(
                 f"First run: building the corpus in {settings.data_dir} from "
                 f"{from_dir or settings.source_dir or settings.adilet_base_url} (about 20 s from a local copy); "
@@ -270,6 +272,14 @@ def eval_main(argv: Sequence[str] | None, settings: Settings) -> int:
 # --- the command ------------------------------------------------------------------------------------------------------
 
 
+def _log_handler(level: int) -> logging.Handler:
+    """The command's log handler on stderr, installed on the root logger (when nothing configured logging yet)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+    return handler
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m rag_chain ask|chat|eval …`; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m rag_chain", description=DESCRIPTION)
@@ -303,15 +313,16 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("-v", "--verbose", action="store_true")
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
-        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-        return eval_main(rest, Settings())
+        handler = _log_handler(logging.WARNING)
+        settings = Settings()
+        redact_logs(settings.secret_values(), [handler])
+        return eval_main(rest, settings)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    handler = _log_handler(logging.DEBUG if args.verbose else logging.WARNING)
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    redact_logs(settings.secret_values(), [handler])  # every library's records: a model server may echo its key
     if args.command == "chat":
         return _chat(settings, args.from_dir, args.pack)
     try:

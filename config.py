@@ -82,6 +82,14 @@ class Settings(BaseSettings):
         "read); a newer one is loaded in the background and swapped in when ready, questions in flight keep the old.",
     )
 
+    load_retry_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="A chain that fails to load (a damaged index) is tried again after this many seconds, then after "
+        "twice as long each time (at most 5 min), or at once when a new build is published; questions meanwhile get "
+        "the failure at once, without a load each.",
+    )
+
     # --- retrieval ---------------------------------------------------------------------------
     first_stage_k: int = 50
     # Weighted RRF per article of dense, BM25 (0.5/0.5 with c=5 measured best on both gold sets, bench/ablation.md:

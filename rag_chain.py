@@ -26,7 +26,7 @@ from answer.llm import build_chat_model
 from answer.records import Exchange, QAResult, Source
 from config import MAX_QUESTION_CHARS, Settings
 from corpus import metrics
-from corpus.errors import QAError, UserError
+from corpus.errors import ChainUnavailable, QAError, UserError
 from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
@@ -174,7 +174,20 @@ class _Held:
     failed: str | None = None  # a generation that could not be loaded: not tried again
 
 
+@dataclass
+class _Failed:
+    """A chain that could not be loaded: when to try again (backoff), and the publication it was tried on."""
+
+    message: str  # the operator's message
+    detail: str  # the error's type and text: the same failure again is not reported as new
+    generation: str | None
+    failures: int
+    retry_at: float  # time.monotonic()
+
+
+RETRY_MAX_SECONDS = 300.0
 _chains: dict[tuple, _Held] = {}
+_failed: dict[tuple, _Failed] = {}
 _lock = threading.Lock()
 
 
@@ -192,17 +205,45 @@ def get_chain(settings: Settings) -> QAChain:
     At most once every `settings.reload_check_seconds` it looks whether a newer build was published in the data
     dir (index/publish.py); if so that build is loaded in a background thread and swapped in when ready. Until
     then, and for questions already in flight, the loaded chain answers; a build that fails to load is logged
-    and skipped until the next publication."""
+    and skipped until the next publication.
+
+    A first load that fails raises ChainUnavailable (the operator's message, `new` the first time it is seen) and
+    is tried again only after `settings.load_retry_seconds`, doubling each time (at most RETRY_MAX_SECONDS), or at
+    once when a new build is published: questions meanwhile get ChainUnavailable at once, without a load each."""
     key = _key(settings)
     with _lock:
         held = _chains.get(key)
         if held is None:
-            started = time.perf_counter()
-            held = _chains[key] = _Held(QAChain.load(settings), time.monotonic())
-            logger.info("chain loaded in %.1f s", time.perf_counter() - started)
-        elif time.monotonic() - held.checked >= settings.reload_check_seconds:
+            return _first_load(key, settings)
+        if time.monotonic() - held.checked >= settings.reload_check_seconds:
             _look_for_newer(held, settings)
         return held.chain
+
+
+def _first_load(key: tuple, settings: Settings) -> QAChain:
+    """Load the chain for `key`, or raise the last failure while its backoff lasts (the caller holds _lock)."""
+    failed = _failed.get(key)
+    publication = published(settings)
+    generation = publication.generation if publication else None
+    if failed is not None and time.monotonic() < failed.retry_at and generation == failed.generation:
+        retry_in = failed.retry_at - time.monotonic()
+        raise ChainUnavailable(failed.message, detail=failed.detail, retry_in=retry_in, new=False)
+    started = time.perf_counter()
+    logger.info("loading the chain from %s%s", settings.data_dir, f" (attempt {failed.failures + 1})" if failed else "")
+    try:
+        chain = QAChain.load(settings)
+    except Exception as err:
+        failures = failed.failures + 1 if failed else 1
+        wait = min(settings.load_retry_seconds * 2 ** (failures - 1), RETRY_MAX_SECONDS)
+        message = str(err) if isinstance(err, UserError) else f"the chain could not be loaded ({type(err).__name__})"
+        detail = f"{type(err).__name__}: {err}"
+        _failed[key] = _Failed(message, detail, generation, failures, time.monotonic() + wait)
+        new = failed is None or failed.detail != detail
+        raise ChainUnavailable(message, detail=detail, retry_in=wait, new=new) from err
+    _failed.pop(key, None)
+    _chains[key] = _Held(chain, time.monotonic())
+    logger.info("chain loaded in %.1f s", time.perf_counter() - started)
+    return chain
 
 
 def _look_for_newer(held: _Held, settings: Settings) -> None:

@@ -30,11 +30,11 @@ from bot.monitoring import MonitoringServer
 from bot.persistence import SQLitePersistence
 from bot.private_files import private_dir
 from bot.ratelimit import SlidingWindowLimiter
-from bot.services import QA, BotServices, Lookup
+from bot.services import QA, BotServices, Lookup, log_unavailable
 from bot.texts import COMMANDS
 from config import Settings
 from corpus import metrics
-from corpus.errors import UserError
+from corpus.errors import ChainUnavailable, UserError
 
 if TYPE_CHECKING:
     from index.status import IndexPending
@@ -128,9 +128,11 @@ async def _warm_up(svc: BotServices, bot_data: dict[str, Any]) -> None:
         await asyncio.get_running_loop().run_in_executor(
             svc.executor, functools.partial(svc.lookup, "УК", "1", settings=svc.settings)
         )
+    except ChainUnavailable as err:  # its details, once; rag_chain retries the load with backoff
+        log_unavailable(err, "warm-up")
     except UserError as err:
         metrics.error("chain_load", user=True)
-        logger.warning("the chain is not ready, questions will get this message: %s", err)
+        logger.warning("the chain is not ready (%s): questions are told the service is unavailable", err)
     except Exception:
         metrics.error("chain_load", user=False)
         logger.exception("loading the chain failed; questions will be retried when they come")

@@ -17,6 +17,7 @@ from telegram.ext import ContextTypes
 from bot import keyboards
 from bot.format import escape, format_about, format_answer, format_article, split_html
 from bot.services import (
+    log_unavailable,
     message_of,
     query_of,
     reply,
@@ -32,7 +33,7 @@ from bot.stream import AnswerStream
 from bot.texts import parse_lang, t
 from config import MAX_QUESTION_CHARS, Settings
 from corpus import metrics
-from corpus.errors import UserError
+from corpus.errors import ChainUnavailable, QAError, UserError
 from corpus.legal import article_lang, read_article_args
 from corpus.records import Lang
 from corpus.text import clean_text
@@ -286,8 +287,9 @@ async def about_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     settings = services(context).settings
     try:
         summary = await asyncio.to_thread(summarize, settings)
-    except UserError as err:  # a damaged corpus: its message names the file and the command that rebuilds it
-        await reply(message, escape(str(err)))
+    except UserError as err:  # a damaged corpus: the file and the command that rebuilds it go to the log
+        logger.warning("/about: %s: %s", type(err).__name__, err)
+        await reply(message, t("unavailable", user_lang(update, context)))
         return
     await reply(message, format_about(summary, user_lang(update, context)))
 
@@ -318,14 +320,21 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     err = context.error
     update_id = update.update_id if isinstance(update, Update) else None
     metrics.error("update", user=isinstance(err, UserError))
-    if isinstance(err, UserError):
+    if isinstance(err, ChainUnavailable):
+        log_unavailable(err, f"update {update_id}")
+    elif isinstance(err, UserError):
         logger.warning("update %s: %s: %s", update_id, type(err).__name__, err)
     else:
         logger.error("update %s failed", update_id, exc_info=err)
     if not isinstance(update, Update):
         return
     lang = user_lang(update, context)
-    text = escape(clean_text(str(err))) if isinstance(err, UserError) and str(err) else t("error", lang)
+    # A question's own problem is said as it is; the data's (a damaged index, a missing build: paths, errors and
+    # the operator's commands) only as one plain sentence, the details being in the log.
+    if isinstance(err, QAError) and str(err):
+        text = escape(clean_text(str(err)))
+    else:
+        text = t("unavailable" if isinstance(err, UserError) else "error", lang)
     if update.callback_query:
         with contextlib.suppress(TelegramError):  # it may have been answered before the error
             await update.callback_query.answer()

@@ -24,6 +24,7 @@ from bot.format import split_html
 from bot.ratelimit import SlidingWindowLimiter
 from bot.texts import pick_lang
 from config import Settings
+from corpus.errors import ChainUnavailable, UserError
 from corpus.records import Article, Lang
 from corpus.text import clean_text
 
@@ -156,3 +157,19 @@ async def reply_parts(
 async def reply(message: Message, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
     """Send Telegram HTML, in as many messages as it takes to keep each within Telegram's 4096 characters."""
     await reply_parts(message, split_html(text), markup)
+
+
+def log_unavailable(err: ChainUnavailable, what: str) -> None:
+    """The chain's load failure in the log: its details the first time (users are only told it is unavailable),
+    then one short line per unanswered update."""
+    if err.new:
+        cause = err.__cause__
+        logger.error(
+            "the chain could not be loaded: %s; users are told the service is unavailable; next attempt in %.0f s, "
+            "or at once when a build is published",
+            err.detail,
+            err.retry_in,
+            exc_info=cause if cause is not None and not isinstance(cause, UserError) else None,
+        )
+    else:
+        logger.info("%s: not answered, the chain is not loaded (next attempt in %.0f s)", what, err.retry_in)

@@ -29,3 +29,16 @@ class DataDamaged(IndexNotReady):
 
 class AdiletUnreachable(IngestError):
     """No connection to adilet can be made (name resolution failed, connection refused): retrying will not help."""
+
+
+class ChainUnavailable(UserError):
+    """The chain could not be loaded (a damaged or missing build): the message is the operator's (what failed, what
+    to run); faces that serve the public show their own plain sentence instead (bot/texts.py "unavailable").
+    `new`: this failure was not reported before (faces log `detail` then, once); `retry_in`: seconds until the
+    next load attempt."""
+
+    def __init__(self, message: str, *, detail: str, retry_in: float, new: bool) -> None:
+        super().__init__(message)
+        self.detail = detail
+        self.retry_in = retry_in
+        self.new = new

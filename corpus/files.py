@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -21,6 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 Content = bytes | str | Iterable[str] | Callable[[BinaryIO], object]
 
 _BLOCK = 1 << 20
+
+# The data dir's file modes, one policy for every writer (ingest, index, refresh, unpack, the bot's background
+# build), whatever the umask or a pack's own modes: the corpus and index hold public law texts and what is derived
+# from them, readable by every local user (the bot may run as another user than the operator) and writable by
+# the owner only: folders DIR_MODE, files FILE_MODE. The write lock is the owner's alone (LOCK_MODE: no other user
+# can open it to block the writers, index/publish.py). The bot's own folder holds personal data: 0700, its
+# databases 0600 (bot/private_files.py).
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+LOCK_MODE = 0o600
 # The largest JSON file (a manifest, a meta.json, pack.json) any loader reads whole: ~10× that of the full corpus.
 JSON_MAX_BYTES = 32 << 20
 
@@ -105,7 +116,7 @@ class Staged:
         self.tmp.unlink(missing_ok=True)
 
 
-def stage_file(path: Path, content: Content, *, mode: int = 0o644) -> Staged:
+def stage_file(path: Path, content: Content, *, mode: int = FILE_MODE) -> Staged:
     """Write `content` (bytes, text, lines of text, or a function given the open binary file) to a temporary
     file in `path`'s folder and fsync it; `publish()` moves it into place. Several files staged first and
     published together keep a reader from seeing a half-written set."""
@@ -133,7 +144,7 @@ def stage_file(path: Path, content: Content, *, mode: int = 0o644) -> Staged:
         raise
 
 
-def atomic_write(path: Path, content: Content, *, mode: int = 0o644) -> FileDigest:
+def atomic_write(path: Path, content: Content, *, mode: int = FILE_MODE) -> FileDigest:
     """Write a file so that a reader sees the old one or the new one, never half of it; returns its digest."""
     staged = stage_file(path, content, mode=mode)
     try:
@@ -141,6 +152,33 @@ def atomic_write(path: Path, content: Content, *, mode: int = 0o644) -> FileDige
     finally:
         staged.discard()
     return staged.digest
+
+
+def make_folder(parent: Path, prefix: str) -> Path:
+    """A new temporary folder in `parent` (a build's stage) with DIR_MODE, not mkdtemp's 0700: it is moved in."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(folder, DIR_MODE)
+    return folder
+
+
+def apply_modes(root: Path) -> None:
+    """Give every folder under `root` (itself included) DIR_MODE and every file FILE_MODE, changing only those
+    that differ; links are left alone (a build writes none). Run on a build before it is published."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    _set_mode(str(root), DIR_MODE)
+    for folder, dirs, names in os.walk(root):
+        for name in dirs:
+            _set_mode(os.path.join(folder, name), DIR_MODE)
+        for name in names:
+            _set_mode(os.path.join(folder, name), FILE_MODE)
+
+
+def _set_mode(path: str, mode: int) -> None:
+    info = os.lstat(path)
+    if not stat.S_ISLNK(info.st_mode) and stat.S_IMODE(info.st_mode) != mode:
+        os.chmod(path, mode)
 
 
 def swap_folders(data_dir: Path, new: Path, aside: Path, names: Iterable[str]) -> None:

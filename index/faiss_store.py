@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import struct
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from langchain_community.vectorstores.utils import DistanceStrategy
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, make_folder, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +177,7 @@ def _simple_conditions(filter: Any) -> dict[str, list[Any]] | None:
 def save_faiss(store: LawFAISS, folder: Path, meta: dict[str, Any]) -> int:
     """Write index, JSON docstore and meta to a temp folder, then swap it in; returns bytes on disk."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    tmp = make_folder(folder.parent, f".{folder.name}.")  # DIR_MODE: it becomes the index folder
     try:
         rows = (
             json.dumps({"id": i, "page_content": d.page_content, "metadata": d.metadata}, ensure_ascii=False) + "\n"

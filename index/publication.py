@@ -15,10 +15,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from config import Settings
-from corpus.files import atomic_write
+from corpus.files import apply_modes, atomic_write
 
 FILE_NAME = "published.json"
 LOCK_FILE = ".write.lock"  # held by every writer (index/publish.py `writing`)
+# What the writers write, given the data dir's modes at each publish (the bot's own folder is private: not these).
+WRITTEN_FOLDERS = ("corpus", "index", "cache")
 
 
 class Publication(BaseModel):
@@ -37,7 +39,10 @@ def publication_path(settings: Settings) -> Path:
 
 def publish(settings: Settings, by: str, *, generation: str | None = None) -> Publication:
     """Mark the data dir's current files as a new build; call it after every file of the build is in place.
-    `generation`: the id a staged swap recorded before moving its build in (index/stage.py)."""
+    `generation`: the id a staged swap recorded before moving its build in (index/stage.py). The build's folders
+    and files get the data dir's modes first (corpus/files.py DIR_MODE, FILE_MODE), whichever writer made them."""
+    for name in WRITTEN_FOLDERS:
+        apply_modes(Path(settings.data_dir) / name)
     record = Publication(
         generation=generation or uuid.uuid4().hex,
         published_at=datetime.now(UTC).isoformat(timespec="seconds"),

@@ -155,14 +155,16 @@ def interrupted(data_dir: Path) -> str | None:
     if not stages:
         return None
     try:
-        with open(data_dir / LOCK_FILE, encoding="utf-8") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return None  # a writer holds the lock: it is moving its build in (or recovering) now
-            fcntl.flock(f, fcntl.LOCK_UN)
+        fd = os.open(data_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never through a link
     except OSError:
         pass
+    else:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None  # a writer holds the lock: it is moving its build in (or recovering) now
+        finally:
+            os.close(fd)  # closing releases a shared lock taken here
     stage, command = stages[0]
     what = stage.name.split("-")[0].lstrip(".")
     return f"interrupted {what} in {data_dir} ({stage.name}): run `{command} --data-dir {data_dir}` to recover it"

@@ -14,7 +14,9 @@ from rich.table import Table
 from config import Settings
 from corpus.console import log_handler, make_console
 from corpus.errors import UserError
+from corpus.redact import redact_logs
 from corpus.store import MANIFEST_FILE
+from index.publish import writable_data_dir
 
 # Messages and logs (stderr); built again by `main`, which knows whether this run's stderr is a terminal.
 _console = make_console(stderr=True)
@@ -208,16 +210,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     global _console
     args = _parser().parse_args(argv)
     _console = make_console(stderr=True)
+    handler = log_handler(_console)
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(name)s: %(message)s",
-        handlers=[log_handler(_console)],
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s", handlers=[handler]
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if not args.no_progress:  # off a terminal progress is a log line (corpus/progress.py), shown without -v
         logging.getLogger("corpus.progress").setLevel(logging.INFO)
     try:
         settings = _settings(args)
+        redact_logs(settings.secret_values(), [handler])  # every library's records that reach the command's log
+        if args.command != "pack":  # every other command writes the data dir: a file or a read-only one is said now
+            writable_data_dir(settings.data_dir, args.command or "ingest")
         if args.command == "index":
             return _index(settings, progress=not args.no_progress)
         if args.command == "refresh":

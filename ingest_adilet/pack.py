@@ -103,6 +103,9 @@ def pack(
     """Write the data dir's corpus and index to one file `out` (atomically); IndexNotReady / DataDamaged (with
     the command that fixes it) when the corpus or index is missing, stale or damaged."""
     start = time.perf_counter()
+    out = Path(out)
+    if out.is_dir():  # checked before the long loads below
+        raise PackError(f"{out} is a folder: name the pack file to write, e.g. {out / 'kz-law.pack.tar.gz'}.")
     if settings.vector_store != "faiss":
         raise PackError("Only a FAISS index can be packed (VECTOR_STORE=faiss): a Pinecone index lives in the cloud.")
     data_dir = Path(settings.data_dir)
@@ -141,12 +144,17 @@ def pack(
         index=IndexShape(**shape),
         files=files,
     )
-    out = Path(out)
-    staged = stage_file(out, lambda f: _write_tar(f, data_dir, manifest, compression))
     try:
-        staged.publish()
-    finally:
-        staged.discard()
+        staged = stage_file(out, lambda f: _write_tar(f, data_dir, manifest, compression))
+        try:
+            staged.publish()
+        finally:
+            staged.discard()
+    except OSError as err:
+        raise PackError(
+            f"{out} could not be written ({err.filename or out}: {err.strerror or err}): name a file in a folder "
+            "this user can write, with free space for the pack."
+        ) from None
     report = PackReport(
         out,
         staged.digest.size,

@@ -114,7 +114,6 @@ def refresh(
 
     started = time.perf_counter()
     data_dir = Path(settings.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(writing(data_dir, "refresh"))

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from config import Settings
 from corpus.errors import IndexNotReady
-from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, check_file, parse_json, read_json
+from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, apply_modes, check_file, parse_json, read_json
 from corpus.store import Manifest, load_chunks
 from index.build import load_latent_index, load_vector_store
 from index.embeddings import make_embeddings, model_id
@@ -87,7 +87,6 @@ def unpack(settings: Settings, path: Path, *, embeddings: Embeddings | None = No
     if not path.is_file():
         raise PackError(f"No pack at {path}: build one with `{PACK_COMMAND}` on a machine that has the data.")
     data_dir = Path(settings.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
     with writing(data_dir, "unpack"):
         manifest = _install(settings, path, data_dir, embeddings)
     report = PackReport(
@@ -116,6 +115,7 @@ def _install(settings: Settings, path: Path, data_dir: Path, embeddings: Embeddi
                 _check_fits(manifest, settings, embeddings, path)
                 _check_sizes(manifest, dim, data_dir, path)
                 _extract(tar, manifest, staging / "new", path)
+                apply_modes(staging / "new")  # the data dir's modes, never the pack's
         except _READ_ERRORS as err:
             raise _damaged(path, err) from None
         except OSError as err:  # the disk filled up under us, or a quota: nothing was swapped in

@@ -21,10 +21,11 @@ from telegram.ext import Application
 
 from answer.records import QAResult
 from bot.app import build_application, webhook_kwargs
-from bot.logsetup import RedactingFormatter, quiet_noisy_loggers
+from bot.logsetup import quiet_noisy_loggers
 from bot.texts import t
 from config import Settings
 from corpus.errors import IndexNotReady
+from corpus.redact import RedactSecrets
 from tests.support.bot import (
     ScriptedQA,
     SharedLookup,
@@ -312,14 +313,16 @@ async def test_no_token_or_user_text_in_logs_at_info(
     assert "Айгерим" not in caplog.text and "900101400123" not in caplog.text and "сломайся" not in caplog.text
 
 
-def test_redacting_formatter_hides_the_token_in_messages_and_tracebacks() -> None:
-    formatter = RedactingFormatter("%(levelname)s %(message)s", [TOKEN])
+def test_redaction_hides_the_token_in_messages_and_tracebacks() -> None:
+    handler = logging.StreamHandler()
+    handler.addFilter(RedactSecrets([TOKEN]))
     try:
         raise RuntimeError(f"POST https://api.telegram.org/bot{TOKEN}/getUpdates failed")
     except RuntimeError:
         exc_info = sys.exc_info()
     record = logging.LogRecord("x", logging.ERROR, __file__, 1, "url %s", (f"/bot{TOKEN}/sendMessage",), exc_info)
-    text = formatter.format(record)
+    assert handler.filter(record)
+    text = logging.Formatter("%(levelname)s %(message)s").format(record)
     assert TOKEN not in text
     assert "url /bot[REDACTED]/sendMessage" in text and "bot[REDACTED]/getUpdates failed" in text
 

@@ -223,10 +223,13 @@ def test_parse_article_args() -> None:
     assert parse_article_args(["УК", "кража"]) is None
 
 
-async def test_user_error_is_shown_as_is_and_stored(chat: Chat, bot_settings: Settings) -> None:
+async def test_a_data_error_is_one_plain_sentence_for_the_user_and_stored_in_full(
+    chat: Chat, bot_settings: Settings
+) -> None:
+    # The operator's message (a path, a command) is for the log and the database, not for the user.
     reqs = await chat.send(message_update(10, "индекс?"))
     assert [r.method for r in reqs] == ["sendChatAction", "sendMessage"]
-    assert reqs[1].params["text"] == "Индекс не построен &lt;data/index&gt;: выполните python -m index build"
+    assert reqs[1].params["text"] == t("unavailable", "ru")
     with sqlite3.connect(bot_settings.data_dir / "bot" / "feedback.sqlite") as db:
         rows = db.execute("SELECT user_id, question, answer, error FROM questions").fetchall()
     assert rows == [
