@@ -121,6 +121,7 @@ def real_database(path: Path, rows: int = 300) -> bytes:
     """The bytes of a database the bot wrote, with `rows` questions (many pages)."""
     store = FeedbackStore(path)
     store.record_answer(ScriptedQA()("Вопрос про кражу", None), user_id=1, chat_id=1, latency=0.1)
+    store.close()  # its pooled connections: the last one closing checkpoints the WAL
     with contextlib.closing(sqlite3.connect(path)) as db, db:  # copies of it, in one transaction
         db.executemany(
             "INSERT INTO questions (created_at, user_id, chat_id, question, answer, sources, latency)"
