@@ -359,9 +359,9 @@ class FeedbackStore:
                     index_elements=["update_id"],
                     set_={"holder": insert.excluded.holder, "lease_until": insert.excluded.lease_until},
                     where=and_(updates.c.done_at.is_(None), updates.c.lease_until < now),
-                )
+                ).returning(updates.c.update_id)
             )
-            return claimed.rowcount == 1
+            return claimed.first() is not None
 
     def renew_update(self, update_id: int) -> None:
         """Keep this process's claim on an update alive while it is being handled."""

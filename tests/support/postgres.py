@@ -86,9 +86,8 @@ class Cluster:
         self.pg_ctl("-m", "immediate", "-w", "stop")
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Cluster]:
-    """A PostgreSQL cluster on 127.0.0.1 at a free port, trusting local connections, for the whole session."""
+def start_cluster() -> Cluster:
+    """initdb into a new folder under /tmp and start it on 127.0.0.1 at a free port, trusting local connections."""
     binaries = pg_bin()
     folder = Path(tempfile.mkdtemp(prefix="kzlaw-pg-"))  # not under root's pytest folder: postgres cannot enter it
     run_as: list[str] = []
@@ -104,12 +103,23 @@ def postgres() -> Iterator[Cluster]:
     )
     cluster = Cluster(folder, free_port(), run_as, binaries)
     cluster.start()
+    return cluster
+
+
+def remove_cluster(cluster: Cluster) -> None:
+    with contextlib.suppress(subprocess.CalledProcessError):
+        cluster.stop()
+    shutil.rmtree(cluster.folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Cluster]:
+    """A PostgreSQL cluster for the whole session."""
+    cluster = start_cluster()
     try:
         yield cluster
     finally:
-        with contextlib.suppress(subprocess.CalledProcessError):
-            cluster.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_cluster(cluster)
 
 
 def _user_exists(name: str) -> bool:
