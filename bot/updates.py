@@ -47,7 +47,7 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
     def __init__(self, store: FeedbackStore, max_concurrent_updates: int = 256) -> None:
         super().__init__(max_concurrent_updates)
         self.store = store
-        self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="claims")  # in arrival order
+        self._claims: ThreadPoolExecutor | None = None  # one thread: claims are made in the order updates came
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         if not isinstance(update, Update):
@@ -57,7 +57,7 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
         loop = asyncio.get_running_loop()
         try:
             claimed = await loop.run_in_executor(
-                self._claims, lambda: self.store.claim_update(update_id, chat_id=question_chat(update))
+                self._claims_executor(), lambda: self.store.claim_update(update_id, chat_id=question_chat(update))
             )
         except SQLAlchemyError as err:
             logger.warning(
@@ -92,11 +92,18 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
             except SQLAlchemyError as err:
                 logger.warning("update %d: its claim could not be renewed (%s)", update_id, _short(err))
 
+    def _claims_executor(self) -> ThreadPoolExecutor:
+        if self._claims is None:
+            self._claims = ThreadPoolExecutor(max_workers=1, thread_name_prefix="claims")
+        return self._claims
+
     async def initialize(self) -> None:
-        pass
+        self._claims_executor()
 
     async def shutdown(self) -> None:
-        self._claims.shutdown(wait=False)
+        if self._claims is not None:
+            self._claims.shutdown(wait=False)
+            self._claims = None
 
 
 async def wait_turn(store: FeedbackStore, update: Update, chat_id: int) -> None:
