@@ -25,13 +25,14 @@ from telegram.ext import (
 )
 
 from bot import handlers, keyboards
-from bot.feedback import DAY, FeedbackStore
+from bot.feedback import DAY, open_store
 from bot.monitoring import MonitoringServer
-from bot.persistence import SQLitePersistence
+from bot.persistence import StorePersistence
 from bot.private_files import private_dir
-from bot.ratelimit import SlidingWindowLimiter
+from bot.ratelimit import SharedLimiter
 from bot.services import QA, BotServices, Lookup, log_unavailable
 from bot.texts import COMMANDS
+from bot.updates import ClaimingUpdateProcessor
 from config import Settings
 from corpus import metrics
 from corpus.errors import ChainUnavailable, UserError
@@ -220,12 +221,14 @@ async def _shutdown(app: Application) -> None:
     # Cancel the warm-up (a chain still loading) and the retention loop, and wait for them to end here: left
     # pending when run_polling closes the loop, each would be logged as «Task was destroyed but it is pending!».
     tasks = [t for t in (app.bot_data.get("warm_up"), app.bot_data.get("retention")) if t is not None]
+    tasks += app.bot_data.get("record_retries", ())  # each logs its record as lost
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     if "index_keeper" in app.bot_data:  # a build under way is left to finish or die with the process
         app.bot_data["index_keeper"][1].set()
     app.bot_data["services"].executor.shutdown(wait=False, cancel_futures=True)
+    app.bot_data["services"].store.close()
     if (monitoring := app.bot_data.get("monitoring")) is not None:
         monitoring.stop()
 
@@ -250,22 +253,23 @@ def build_application(
 
     Args:
         settings: telegram_* (token, API URLs, admins, rate limit, retention, conversation minutes, streaming
-            interval), history_turns and data_dir (DATA_DIR/bot: questions, ratings, conversations and user
-            state in feedback.sqlite).
+            interval), history_turns, database_url (the store shared by replicas: questions, ratings,
+            conversations, user state, updates being handled, rate limits) and data_dir (DATA_DIR/bot: the store
+            in feedback.sqlite when DATABASE_URL is unset).
         qa: `invoke_qa(question, settings=..., history=..., on_token=...)`; defaults to `rag_chain.invoke_qa`.
         lookup: `lookup_article(code, number, settings=...)`; defaults to `rag_chain.lookup_article`.
         qa_workers: threads running `qa` at once; 1 answers questions one after another.
     """
     token = require_token(settings)
     state_dir = private_dir(settings.data_dir / "bot")  # questions are personal data: owner-only
-    store = FeedbackStore(state_dir / "feedback.sqlite")
+    store = open_store(settings)  # StoreUnavailable / SchemaTooNew (UserErrors) stop the start with one line
     store.purge(settings.telegram_retention_days)
     legacy = state_dir / "state.pickle"
     if legacy.exists():  # PicklePersistence's file: unpickling it could run code, so it is never opened
         logger.warning(
             "%s is no longer read (a pickle can run code; /lang choices are kept in %s now) and can be deleted",
             legacy,
-            store.path.name,
+            store.path.name if store.path else "the database at DATABASE_URL",
         )
     app = (
         Application.builder()
@@ -274,9 +278,10 @@ def build_application(
         .base_file_url(settings.telegram_file_url)
         .defaults(Defaults(parse_mode=ParseMode.HTML, link_preview_options=LinkPreviewOptions(is_disabled=True)))
         .rate_limiter(AIORateLimiter(max_retries=3))
-        .concurrent_updates(True)
+        # Each update claimed in the store first: handled once across replicas, a chat's questions in order.
+        .concurrent_updates(ClaimingUpdateProcessor(store))
         # Only user_data (the /lang choice) is kept across restarts, as JSON in the same database.
-        .persistence(SQLitePersistence(store))
+        .persistence(StorePersistence(store))
         .post_init(_post_init)
         .post_shutdown(_shutdown)
         .build()
@@ -288,7 +293,7 @@ def build_application(
         qa=qa or _default_qa(),
         lookup=lookup or _default_lookup(),
         store=store,
-        limiter=SlidingWindowLimiter(settings.telegram_rate_limit_per_minute, window=60.0),
+        limiter=SharedLimiter(store, settings.telegram_rate_limit_per_minute, window=60.0),
         executor=ThreadPoolExecutor(max_workers=qa_workers, thread_name_prefix="qa"),
     )
     message = filters.UpdateType.MESSAGE

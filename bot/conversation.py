@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import sqlite3
 from dataclasses import dataclass
 
+from sqlalchemy import Connection, func, select
+
 from answer.records import Exchange, Source
+from bot.schema import answer_messages, conversation_resets, exchanges, questions
 
 logger = logging.getLogger(__name__)
 
@@ -48,32 +50,42 @@ def sources_of(raw: str) -> tuple[Source, ...]:
 
 
 def read_conversation(
-    db: sqlite3.Connection, chat_id: int, *, turns: int, idle_seconds: float, reply_to: int | None, now: float
+    conn: Connection, chat_id: int, *, turns: int, idle_seconds: float, reply_to: int | None, now: float
 ) -> Conversation:
     """The last `turns` exchanges a new message of `chat_id` continues (see `FeedbackStore.conversation`)."""
     head = None
     if reply_to is not None:
-        row = db.execute(
-            "SELECT question_id FROM answer_messages WHERE chat_id = ? AND message_id = ?",
-            (chat_id, reply_to),
-        ).fetchone()
-        head = row[0] if row else None
+        head = conn.execute(
+            select(answer_messages.c.question_id).where(
+                answer_messages.c.chat_id == chat_id, answer_messages.c.message_id == reply_to
+            )
+        ).scalar_one_or_none()
     if head is None:
-        row = db.execute(
-            "SELECT question_id FROM exchanges WHERE chat_id = ? AND created_at >= ? AND created_at >"
-            " COALESCE((SELECT reset_at FROM conversation_resets WHERE chat_id = ?), 0)"
-            " ORDER BY created_at DESC, question_id DESC LIMIT 1",
-            (chat_id, now - idle_seconds, chat_id),
-        ).fetchone()
-        head = row[0] if row else None
+        reset = select(conversation_resets.c.reset_at).where(conversation_resets.c.chat_id == chat_id).scalar_subquery()
+        head = conn.execute(
+            select(exchanges.c.question_id)
+            .where(
+                exchanges.c.chat_id == chat_id,
+                exchanges.c.created_at >= now - idle_seconds,
+                exchanges.c.created_at > func.coalesce(reset, 0),
+            )
+            .order_by(exchanges.c.created_at.desc(), exchanges.c.question_id.desc())
+            .limit(1)
+        ).scalar_one_or_none()
     thread: list[Exchange] = []
     current = head
     while current is not None and len(thread) < turns:
-        row = db.execute(
-            "SELECT q.question, q.answer, e.search_question, e.sources, e.parent_id FROM exchanges e"
-            " JOIN questions q ON q.id = e.question_id WHERE e.question_id = ? AND e.chat_id = ?",
-            (current, chat_id),
-        ).fetchone()
+        row = conn.execute(
+            select(
+                questions.c.question,
+                questions.c.answer,
+                exchanges.c.search_question,
+                exchanges.c.sources,
+                exchanges.c.parent_id,
+            )
+            .select_from(exchanges.join(questions, questions.c.id == exchanges.c.question_id))
+            .where(exchanges.c.question_id == current, exchanges.c.chat_id == chat_id)
+        ).one_or_none()
         if row is None:  # deleted by retention: the thread ends there
             break
         question, answer, searched, sources, parent = row

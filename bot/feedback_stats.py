@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import logging
 import math
-import sqlite3
 from dataclasses import dataclass
+
+from sqlalchemy import Connection, case, func, select
+
+from bot.schema import questions, ratings
 
 logger = logging.getLogger(__name__)
 
@@ -34,22 +37,29 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def read_stats(db: sqlite3.Connection) -> FeedbackStats:
+def read_stats(conn: Connection) -> FeedbackStats:
     """Counts of questions and ratings, and answer latency percentiles."""
-    questions, failed, users = db.execute(
-        "SELECT COUNT(*), COUNT(error), COUNT(DISTINCT user_id) FROM questions"
-    ).fetchone()
-    up, down = db.execute("SELECT COALESCE(SUM(rating = 1), 0), COALESCE(SUM(rating = -1), 0) FROM ratings").fetchone()
-    latencies = [
-        row[0] for row in db.execute("SELECT latency FROM questions WHERE error IS NULL AND latency IS NOT NULL")
-    ]
+    asked, failed, users = conn.execute(
+        select(func.count(), func.count(questions.c.error), func.count(questions.c.user_id.distinct()))
+    ).one()
+    up, down = conn.execute(
+        select(
+            func.coalesce(func.sum(case((ratings.c.rating == 1, 1), else_=0)), 0),
+            func.coalesce(func.sum(case((ratings.c.rating == -1, 1), else_=0)), 0),
+        )
+    ).one()
+    latencies = list(
+        conn.execute(
+            select(questions.c.latency).where(questions.c.error.is_(None), questions.c.latency.is_not(None))
+        ).scalars()
+    )
     return FeedbackStats(
-        questions=questions,
-        answered=questions - failed,
+        questions=asked,
+        answered=asked - failed,
         failed=failed,
         users=users,
-        up=up,
-        down=down,
+        up=int(up),
+        down=int(down),
         latency_p50=percentile(latencies, 0.50),
         latency_p95=percentile(latencies, 0.95),
     )

@@ -10,12 +10,15 @@ import logging
 import math
 import time
 
+from sqlalchemy.exc import SQLAlchemyError
 from telegram import Message, Update
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import ContextTypes
 
 from bot import keyboards
+from bot.conversation import Conversation
 from bot.format import escape, format_about, format_answer, format_article, split_html
+from bot.records import record_later
 from bot.services import (
     log_unavailable,
     message_of,
@@ -31,6 +34,7 @@ from bot.services import (
 )
 from bot.stream import AnswerStream
 from bot.texts import parse_lang, t
+from bot.updates import question_chat, wait_turn
 from config import MAX_QUESTION_CHARS, Settings
 from corpus import metrics
 from corpus.errors import ChainUnavailable, QAError, UserError
@@ -80,7 +84,7 @@ async def lang_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
     if chosen is None:
         await reply(message, t("lang_choose", user_lang(update, context)), keyboards.lang_keyboard())
         return
-    set_user_lang(update, context, chosen)
+    await set_user_lang(update, context, chosen)
     await reply(message, t("lang_set", chosen))
 
 
@@ -88,7 +92,7 @@ async def lang_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     """Store the language picked with a button and confirm in it."""
     query = query_of(update)
     chosen: Lang = "kk" if (query.data or "").endswith("kk") else "ru"
-    set_user_lang(update, context, chosen)
+    await set_user_lang(update, context, chosen)
     if not (isinstance(query.message, Message) and query.message.is_accessible):
         # The buttons' message cannot be edited (deleted, too old: date 0) or was not sent: confirm in the popup.
         await query.answer(t("lang_set", chosen))
@@ -135,9 +139,9 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     svc = services(context)
     user_id = update.effective_user.id if update.effective_user else message.chat_id
-    wait = svc.limiter.hit(user_id)
+    wait, tell = await svc.limiter.check(user_id)
     if wait is not None:
-        if not svc.limiter.first_refusal(user_id):  # told once this window: no API call for the rest
+        if not tell:  # told once this window: no API call for the rest
             logger.debug("user %s is still rate limited: message dropped", user_id)
             return
         logger.info("user %s is rate limited for %.0f s", user_id, wait)
@@ -153,14 +157,23 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
 
     logger.debug("question from user %s: %s", user_id, question)
+    asked_at = time.time()  # places the exchange in its conversation: a /new sent while it is answered wins
+    if question_chat(update) is not None:  # the chat's earlier questions first, whichever replica has them
+        await wait_turn(svc.store, update, message.chat_id)
     replied = message.reply_to_message
-    conversation = await asyncio.to_thread(
-        svc.store.conversation,
-        message.chat_id,
-        turns=svc.settings.history_turns,
-        idle_seconds=svc.settings.telegram_history_minutes * 60,
-        reply_to=replied.message_id if replied is not None else None,
-    )
+    try:
+        conversation = await asyncio.to_thread(
+            svc.store.conversation,
+            message.chat_id,
+            turns=svc.settings.history_turns,
+            idle_seconds=svc.settings.telegram_history_minutes * 60,
+            reply_to=replied.message_id if replied is not None else None,
+        )
+    except SQLAlchemyError as err:
+        logger.warning(
+            "update %d: the conversation cannot be read (%s): answered alone", update.update_id, type(err).__name__
+        )
+        conversation = Conversation()
     started = time.perf_counter()
     interval = svc.settings.telegram_stream_interval
     stream = AnswerStream(message, interval) if interval > 0 else None
@@ -178,20 +191,36 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             )
     except Exception as err:
         latency = time.perf_counter() - started
-        await asyncio.to_thread(
+        record = functools.partial(
             svc.store.record_failure, question, err, user_id=user_id, chat_id=message.chat_id, latency=latency
         )
+        try:
+            await asyncio.to_thread(record)
+        except SQLAlchemyError:
+            record_later(context, record, update.update_id, "failed question")
         raise  # the error handler tells the user
     finally:
         if stream is not None:
             await stream.close()
     latency = time.perf_counter() - started
-    question_id = await asyncio.to_thread(
-        svc.store.record_answer, result, user_id=user_id, chat_id=message.chat_id, latency=latency
+    record = functools.partial(
+        svc.store.record_answered,
+        result,
+        user_id=user_id,
+        chat_id=message.chat_id,
+        latency=latency,
+        parent_id=conversation.parent_id,
+        asked_at=asked_at,
     )
+    question_id: int | None
+    try:  # stored before it is sent, so that the chat's next question already continues it
+        question_id = await asyncio.to_thread(record)
+    except SQLAlchemyError:
+        question_id = None  # answered all the same, without rating buttons; the record is retried
+        record_later(context, record, update.update_id, "answer")
     logger.info(
-        "question %d from user %s answered in %.2f s (%s, %s, %d sources, %d earlier exchanges%s, %d streamed)",
-        question_id,
+        "question %s from user %s answered in %.2f s (%s, %s, %d sources, %d earlier exchanges%s, %d streamed)",
+        question_id if question_id is not None else f"of update {update.update_id} (not stored yet)",
         user_id,
         latency,
         result.backend,
@@ -211,15 +240,24 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.
     answer_lang = result.lang
     keyboard = keyboards.answer_keyboard(result, question_id, answer_lang)
-    await asyncio.to_thread(
-        svc.store.record_exchange, question_id, result, chat_id=message.chat_id, parent_id=conversation.parent_id
-    )
     sent = await reply_parts(
         message, format_answer(result, answer_lang), keyboard, first=stream.shown if stream else None
     )
-    await asyncio.to_thread(
-        svc.store.record_answer_messages, question_id, chat_id=message.chat_id, message_ids=[m.message_id for m in sent]
-    )
+    if question_id is None:
+        return
+    try:
+        await asyncio.to_thread(
+            svc.store.record_answer_messages,
+            question_id,
+            chat_id=message.chat_id,
+            message_ids=[m.message_id for m in sent],
+        )
+    except SQLAlchemyError as err:
+        logger.warning(
+            "question %d: its messages were not stored (%s): a reply to them starts anew",
+            question_id,
+            type(err).__name__,
+        )
 
 
 async def rate_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

@@ -28,8 +28,9 @@ def rate_data(question_id: int, up: bool) -> str:
     return f"rate:{question_id}:{'up' if up else 'down'}"
 
 
-def answer_keyboard(result: QAResult, question_id: int, lang: Lang) -> InlineKeyboardMarkup:
-    """URL buttons opening each cited article on adilet (two a row), then 👍 and 👎."""
+def answer_keyboard(result: QAResult, question_id: int | None, lang: Lang) -> InlineKeyboardMarkup | None:
+    """URL buttons opening each cited article on adilet (two a row), then 👍 and 👎 (not when the answer could not
+    be stored: `question_id` None)."""
     buttons = []
     for s in unique_sources(result.sources)[:MAX_ARTICLE_BUTTONS]:
         entry = SOURCES_BY_ID.get(s.doc_id)
@@ -37,6 +38,8 @@ def answer_keyboard(result: QAResult, question_id: int, lang: Lang) -> InlineKey
         if url.startswith(("https://", "http://")):
             buttons.append(InlineKeyboardButton(t("article_button", lang, code=s.code, number=s.article), url=url))
     rows = [buttons[i : i + 2] for i in range(0, len(buttons), 2)]
+    if question_id is None:
+        return InlineKeyboardMarkup(rows) if rows else None
     rows.append(
         [
             InlineKeyboardButton(UP, callback_data=rate_data(question_id, True)),

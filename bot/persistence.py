@@ -1,18 +1,23 @@
-"""PTB persistence over the bot's SQLite database: each user's `user_data` as a JSON row; nothing is pickled."""
+"""PTB persistence over the bot's store (SQLite or PostgreSQL): each user's `user_data` as a JSON row; nothing is
+pickled, and a replica reads a user's row again before each of their updates, so a /lang set on another one holds."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
 from telegram.ext import BasePersistence, PersistenceInput
 
 from bot.feedback import FeedbackStore
 
+logger = logging.getLogger(__name__)
+
 UserData = dict[str, Any]
 
 
-class SQLitePersistence(BasePersistence[UserData, dict[str, Any], dict[str, Any]]):
+class StorePersistence(BasePersistence[UserData, dict[str, Any], dict[str, Any]]):
     """Keeps `user_data` (the /lang choice) across restarts in `FeedbackStore`'s user_state table.
 
     Only user data is stored: bot_data holds live objects (the chain, the thread pool) and chats keep nothing.
@@ -30,13 +35,26 @@ class SQLitePersistence(BasePersistence[UserData, dict[str, Any], dict[str, Any]
         return await asyncio.to_thread(self.store.user_states)
 
     async def update_user_data(self, user_id: int, data: UserData) -> None:
-        await asyncio.to_thread(self.store.save_user_state, user_id, data)
+        try:
+            await asyncio.to_thread(self.store.save_user_state, user_id, data)
+        except SQLAlchemyError as err:  # kept in memory: written with the user's next change
+            logger.warning("the state of user %s could not be stored (%s)", user_id, type(err).__name__)
 
     async def drop_user_data(self, user_id: int) -> None:
         await asyncio.to_thread(self.store.drop_user_state, user_id)
 
     async def refresh_user_data(self, user_id: int, user_data: UserData) -> None:
-        """Nothing to refresh: this process is the only writer."""
+        """Read the user's row again before their update is handled: another replica may have changed it."""
+        try:
+            stored = await asyncio.to_thread(self.store.user_state, user_id)
+        except SQLAlchemyError as err:
+            logger.warning(
+                "the state of user %s could not be read (%s): the one in memory is used", user_id, type(err).__name__
+            )
+            return
+        if stored is not None:
+            user_data.clear()
+            user_data.update(stored)
 
     # Chat data, bot data, callback data and conversations are not stored.
     async def get_chat_data(self) -> dict[int, dict[str, Any]]:

@@ -1,10 +1,20 @@
-"""A per-user sliding-window limit on questions (Telegram's own flood limits are AIORateLimiter's job)."""
+"""A per-user sliding-window limit on questions, counted in the bot's store so that every replica counts the same
+window (`SharedLimiter`); the in-process `SlidingWindowLimiter` stands in while the store cannot be reached.
+Telegram's own flood limits are AIORateLimiter's job."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.feedback import FeedbackStore
+
+logger = logging.getLogger(__name__)
 
 
 class SlidingWindowLimiter:
@@ -53,3 +63,27 @@ class SlidingWindowLimiter:
                 del self._events[key]
             for key in [k for k, at in self._told.items() if at <= now - self.window]:
                 del self._told[key]
+
+
+class SharedLimiter:
+    """At most `max_events` questions per user in any `window` seconds, counted in `store` (shared by replicas);
+    0 disables the limit. A limited user is told once per window, the rest of their messages are dropped."""
+
+    def __init__(self, store: FeedbackStore, max_events: int, window: float = 60.0) -> None:
+        self.store = store
+        self.max_events = max_events
+        self.window = window
+        self.local = SlidingWindowLimiter(max_events, window)  # while the store is unreachable
+
+    async def check(self, user_id: int) -> tuple[float | None, bool]:
+        """(None, False) when the question is allowed, else (seconds until it would be, whether to tell them)."""
+        if self.max_events <= 0:
+            return None, False
+        try:
+            return await asyncio.to_thread(self.store.rate_hit, user_id, self.max_events, self.window)
+        except SQLAlchemyError as err:
+            logger.warning(
+                "the rate limit is counted in this process only: the store cannot be reached (%s)", type(err).__name__
+            )
+        wait = self.local.hit(user_id)
+        return wait, wait is not None and self.local.first_refusal(user_id)

@@ -21,7 +21,7 @@ from telegram.ext import ContextTypes
 from answer.records import Exchange, QAResult
 from bot.feedback import FeedbackStore
 from bot.format import split_html
-from bot.ratelimit import SlidingWindowLimiter
+from bot.ratelimit import SharedLimiter
 from bot.texts import pick_lang
 from config import Settings
 from corpus.errors import ChainUnavailable, UserError
@@ -59,7 +59,7 @@ class BotServices:
     qa: QA
     lookup: Lookup
     store: FeedbackStore
-    limiter: SlidingWindowLimiter
+    limiter: SharedLimiter
     executor: Executor  # runs the blocking chain off the event loop
 
 
@@ -81,11 +81,14 @@ def query_of(update: Update) -> CallbackQuery:
     return query
 
 
-def set_user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE, lang: Lang) -> None:
-    """Remember the language chosen with /lang or its buttons for this user."""
-    if context.user_data is None:  # no user to keep it for (e.g. a channel post)
+async def set_user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE, lang: Lang) -> None:
+    """Remember the language chosen with /lang or its buttons for this user, stored at once (another replica reads
+    the user's row before their next update)."""
+    if context.user_data is None or update.effective_user is None:  # no user to keep it for (e.g. a channel post)
         raise ValueError(f"update {update.update_id} has no user to remember a language for")
     context.user_data["lang"] = lang
+    if context.application.persistence is not None:
+        await context.application.persistence.update_user_data(update.effective_user.id, dict(context.user_data))
 
 
 def user_lang(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Lang:

@@ -46,3 +46,8 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def sqlite_engine(path: Path) -> Engine:
+    """The process's engine for the SQLite file `path` (what `engine` gives when DATABASE_URL is unset)."""
+    return _engine(f"sqlite:///{path}")

@@ -10,7 +10,7 @@ from config import Settings
 
 # Fixtures shared by several files (a real corpus slice and its indexes; logger levels) are registered here,
 # once: imported into each test module instead, pytest would build the session ones once per module.
-pytest_plugins = ["tests.support.retrieval", "tests.support.bot", "tests.support.llm_servers"]
+pytest_plugins = ["tests.support.retrieval", "tests.support.bot", "tests.support.llm_servers", "tests.support.postgres"]
 
 SHARED_DIR = Path(__file__).resolve().parents[2] / "shared"
 
@@ -27,6 +27,6 @@ def shared_dir() -> Path:
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     """Settings with a fresh data directory and no keys, whatever the developer's .env says."""
     monkeypatch.chdir(tmp_path)  # no .env is read from the repo
-    for var in ("GROQ_API_KEY", "PINECONE_API_KEY", "TELEGRAM_BOT_TOKEN", "OLLAMA_ENABLED", "DATA_DIR"):
+    for var in ("GROQ_API_KEY", "PINECONE_API_KEY", "TELEGRAM_BOT_TOKEN", "OLLAMA_ENABLED", "DATA_DIR", "DATABASE_URL"):
         monkeypatch.delenv(var, raising=False)
     return Settings(data_dir=tmp_path / "data", _env_file=None)

@@ -6,19 +6,21 @@ from an older answer, silence, a restart and retention; answers streamed from th
 from __future__ import annotations
 
 import json
-import sqlite3
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 from telegram import Update
 
 from answer.templates import load_phrases
 from bot.app import build_application
-from bot.feedback import FeedbackStore
+from bot.feedback import open_store
 from bot.texts import t
 from config import Settings
+from corpus import database
 from corpus.store import load_articles
 from rag_chain import QAChain
 from tests.support.bot import ScriptedQA, SharedLookup
@@ -72,8 +74,12 @@ def answer_message(api: BotAPIServer, chat_id: int, nth: int) -> dict[str, Any]:
 
 
 def db(settings: Settings, sql: str, *args: object) -> list[tuple]:
-    with sqlite3.connect(settings.data_dir / "bot" / "feedback.sqlite") as conn:
-        return conn.execute(sql, args).fetchall()
+    """Run `sql` ("?" marks its arguments) on the bot's store: the SQLite file, or PostgreSQL at DATABASE_URL."""
+    names = iter(range(len(args)))
+    statement = re.sub(r"\?", lambda _: f":a{next(names)}", sql)
+    with database.engine(settings, settings.data_dir / "bot" / "feedback.sqlite").begin() as conn:
+        result = conn.execute(text(statement), {f"a{i}": a for i, a in enumerate(args)})
+        return [tuple(row) for row in result] if result.returns_rows else []
 
 
 async def test_follow_up_new_reply_silence_and_restart(api, corpus_slice, bm25_retrieval, articles, tmp_path):
@@ -102,7 +108,7 @@ async def test_follow_up_new_reply_silence_and_restart(api, corpus_slice, bm25_r
         replied, _ = await answer(api, message_update(user, LARGE, reply_to_message=answer_message(api, user, 0)))
         assert f"{UNDERSTOOD}{FRAUD} {LARGE}</i>" in replied
 
-    # A restart keeps the conversation: it lives in the bot's SQLite database.
+    # A restart keeps the conversation: it lives in the bot's store.
     assert db(settings, "SELECT COUNT(*) FROM exchanges") == [(4,)]
     async with polling(build_application(settings, qa=chain_qa(chain), lookup=SharedLookup(Path()))):
         again, _ = await answer(api, message_update(user, "А если это сделала группа лиц?"))
@@ -119,9 +125,9 @@ async def test_follow_up_new_reply_silence_and_restart(api, corpus_slice, bm25_r
     assert db(settings, "SELECT COUNT(DISTINCT question_id) FROM answer_messages") == [(6,)]
 
 
-async def test_history_is_capped_per_chat_and_deleted_by_retention(api, settings, shared_dir) -> None:
+async def test_history_is_capped_per_chat_and_deleted_by_retention(api, db_settings, shared_dir) -> None:
     qa = ScriptedQA()
-    bot = settings_for(settings, api, telegram_rate_limit_per_minute=0)
+    bot = settings_for(db_settings, api, telegram_rate_limit_per_minute=0)
     app = build_application(bot, qa=qa, lookup=SharedLookup(shared_dir))
     async with app:
         ids = iter(range(1, 100))
@@ -142,7 +148,9 @@ async def test_history_is_capped_per_chat_and_deleted_by_retention(api, settings
     old = [row[0] for row in db(bot, "SELECT id FROM questions WHERE question IN ('Вопрос 0', 'Вопрос 1')")]
     for question_id in old:
         db(bot, "UPDATE questions SET created_at = ? WHERE id = ?", time.time() - 181 * 86400, question_id)
-    purged = FeedbackStore(bot.data_dir / "bot" / "feedback.sqlite").purge(bot.telegram_retention_days)
+    store = open_store(bot)
+    purged = store.purge(bot.telegram_retention_days)
+    store.close()
     assert (purged.questions, purged.exchanges) == (2, 2)
     assert db(bot, "SELECT COUNT(*) FROM answer_messages WHERE question_id IN (?, ?)", *old) == [(0,)]
 

@@ -330,7 +330,7 @@ def test_redaction_hides_the_token_in_messages_and_tracebacks() -> None:
 async def test_a_slow_chain_does_not_hold_up_other_users(api: BotAPIServer, settings: Settings, shared_dir) -> None:
     release = threading.Event()
 
-    def chain(question: str, settings: Settings) -> QAResult:
+    def chain(question: str, settings: Settings, **kw: object) -> QAResult:
         assert release.wait(timeout=30)  # blocks its thread until the test has seen the other user answered
         return ScriptedQA()(question, settings)
 

@@ -1,6 +1,7 @@
 """The bot's storage (bot/feedback.py, bot/private_files.py, bot/persistence.py) with the real application and a local
 Bot API server: nothing is unpickled, damaged state never stops the bot, the files are private, retention, records
-never lost."""
+never lost. The tests that are not about the SQLite file run on both engines (SQLite, and PostgreSQL at DATABASE_URL:
+tests/support/postgres.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import sqlite3
 import stat
 import time
@@ -17,13 +19,15 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from telegram.ext import Application
 
 import bot.app
 from bot.app import build_application
-from bot.feedback import FeedbackStore
+from bot.feedback import FeedbackStore, open_store
 from bot.texts import t
 from config import Settings
+from corpus import database
 from tests.support.bot import ScriptedQA, SharedLookup, make_source
 from tests.support.telegram_server import BotAPIServer, message_update, settings_for
 from tests.test_bot_handlers import Chat
@@ -34,6 +38,12 @@ DAY = 24 * 3600
 @pytest.fixture
 def bot_settings(settings: Settings, api: BotAPIServer) -> Settings:
     return settings_for(settings, api)
+
+
+@pytest.fixture
+def any_db_settings(db_settings: Settings, api: BotAPIServer) -> Settings:
+    """The bot's settings with its store on SQLite or on PostgreSQL."""
+    return settings_for(db_settings, api)
 
 
 @pytest.fixture
@@ -48,9 +58,16 @@ def db_file(settings: Settings) -> Path:
     return settings.data_dir / "bot" / "feedback.sqlite"
 
 
-def query(path: Path, sql: str, *args: object) -> list[tuple]:
-    with contextlib.closing(sqlite3.connect(path)) as db, db:
-        return db.execute(sql, args).fetchall()
+def query(where: Path | Settings, sql: str, *args: object) -> list[tuple]:
+    """Run `sql` ("?" marks its arguments) on a SQLite file, or on the store of `where` settings (either engine)."""
+    if isinstance(where, Path):
+        with contextlib.closing(sqlite3.connect(where)) as db, db:
+            return db.execute(sql, args).fetchall()
+    names = iter(range(len(args)))
+    statement = re.sub(r"\?", lambda _: f":a{next(names)}", sql)
+    with database.engine(where, db_file(where)).begin() as conn:
+        result = conn.execute(text(statement), {f"a{i}": a for i, a in enumerate(args)})
+        return [tuple(row) for row in result] if result.returns_rows else []
 
 
 def mode(path: Path) -> int:
@@ -100,13 +117,17 @@ async def test_an_old_state_pickle_is_never_loaded(
 
 
 async def test_damaged_user_state_rows_start_fresh(
-    bot_settings: Settings, api: BotAPIServer, shared_dir: Path, caplog: pytest.LogCaptureFixture
+    any_db_settings: Settings, api: BotAPIServer, shared_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = FeedbackStore(db_file(bot_settings))
+    bot_settings = any_db_settings
+    store = open_store(bot_settings)
     store.save_user_state(71, {"lang": "kk"})
     now = time.time()
-    for user_id, data in [(72, '{"lang": "kk"'), (73, '["kk"]'), (74, b"\x80\x04garbage")]:
-        query(store.path, "INSERT INTO user_state (user_id, data, updated_at) VALUES (?, ?, ?)", user_id, data, now)
+    # PostgreSQL's text refuses bytes that are not UTF-8: there the third damage is a JSON string
+    garbage = b"\x80\x04garbage" if bot_settings.database_url is None else '"kk"'
+    for user_id, data in [(72, '{"lang": "kk"'), (73, '["kk"]'), (74, garbage)]:
+        query(bot_settings, "INSERT INTO user_state (user_id, data, updated_at) VALUES (?, ?, ?)", user_id, data, now)
+    store.close()
     caplog.set_level(logging.WARNING)
 
     async with running(bot_settings, api, shared_dir) as (_, chat):
@@ -121,6 +142,7 @@ def real_database(path: Path, rows: int = 300) -> bytes:
     """The bytes of a database the bot wrote, with `rows` questions (many pages)."""
     store = FeedbackStore(path)
     store.record_answer(ScriptedQA()("Вопрос про кражу", None), user_id=1, chat_id=1, latency=0.1)
+    store.close()  # its pooled connections: the last one closing checkpoints the WAL
     with contextlib.closing(sqlite3.connect(path)) as db, db:  # copies of it, in one transaction
         db.executemany(
             "INSERT INTO questions (created_at, user_id, chat_id, question, answer, sources, latency)"
@@ -189,7 +211,7 @@ async def test_the_bot_folder_and_database_are_private_whatever_the_umask(
     assert query(path, "SELECT user_id, data FROM user_state") == [(91, '{"lang": "kk"}')]
 
 
-def age(path: Path, *, questions: tuple[int, ...] = (), users: tuple[int, ...] = (), days: float) -> None:
+def age(path: Path | Settings, *, questions: tuple[int, ...] = (), users: tuple[int, ...] = (), days: float) -> None:
     """Make rows look `days` old."""
     then = time.time() - days * DAY
     for question_id in questions:
@@ -199,10 +221,10 @@ def age(path: Path, *, questions: tuple[int, ...] = (), users: tuple[int, ...] =
 
 
 async def test_retention_at_start_deletes_old_questions_ratings_and_state(
-    bot_settings: Settings, api: BotAPIServer, shared_dir: Path
+    any_db_settings: Settings, api: BotAPIServer, shared_dir: Path
 ) -> None:
-    path = db_file(bot_settings)
-    store = FeedbackStore(path)
+    bot_settings = path = any_db_settings
+    store = open_store(bot_settings)
     qa = ScriptedQA()
     old = store.record_answer(qa("старый вопрос", None), user_id=41, chat_id=41, latency=1.0)
     old_failed = store.record_failure("старый сбой", ValueError("x"), user_id=41, chat_id=41, latency=1.0)
@@ -228,10 +250,10 @@ async def test_retention_at_start_deletes_old_questions_ratings_and_state(
 
 
 async def test_retention_runs_daily_while_the_bot_runs(
-    bot_settings: Settings, api: BotAPIServer, shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+    any_db_settings: Settings, api: BotAPIServer, shared_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bot.app, "RETENTION_EVERY", 0.1)  # "daily", shortened
-    path = db_file(bot_settings)
+    bot_settings = path = any_db_settings
     app = build_application(bot_settings, qa=ScriptedQA(), lookup=SharedLookup(shared_dir))
     async with app:
         chat = Chat(app, api)
@@ -257,8 +279,8 @@ async def test_retention_runs_daily_while_the_bot_runs(
     assert app.bot_data["retention"].cancelled()
 
 
-def test_store_never_loses_a_record_to_unpaired_surrogates(tmp_path: Path) -> None:
-    store = FeedbackStore(tmp_path / "fb.sqlite")
+def test_store_never_loses_a_record_to_unpaired_surrogates(db_settings: Settings) -> None:
+    store = open_store(db_settings)
     raw, clean = "кража \udcff\udcfe телефона", "кража \ufffd\ufffd телефона"
     try:
         raw.encode("utf-8")  # what the embedder did with it
@@ -268,7 +290,7 @@ def test_store_never_loses_a_record_to_unpaired_surrogates(tmp_path: Path) -> No
     qa = ScriptedQA({raw: f"Ответ про «{raw}»"}, sources=(make_source(1, "K1400000226", "188", f"Кража {raw}"),))
     answered = store.record_answer(qa(raw, None), user_id=1, chat_id=1, latency=0.5)
     store.save_user_state(1, {"lang": "kk", "last": raw})
-    rows = query(store.path, "SELECT id, question, answer, sources, error FROM questions ORDER BY id")
+    rows = query(db_settings, "SELECT id, question, answer, sources, error FROM questions ORDER BY id")
     assert [r[:3] for r in rows] == [(failed, clean, None), (answered, clean, f"Ответ про «{clean}»")]
     assert json.loads(rows[1][3])[0]["citation"] == f"УК РК, Статья 188. Кража {clean}"
     assert rows[0][4].startswith("UnicodeEncodeError: 'utf-8' codec can't encode characters in position 6-7")
