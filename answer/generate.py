@@ -12,6 +12,7 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
 
 from answer.context import format_context, to_sources
+from answer.budget import BudgetSpent
 from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model
@@ -107,7 +108,8 @@ def answer_question(
             logger.warning("chat model failed, answering with quotes: %s: %s", type(err).__name__, err)
             logger.debug("chat model failure", exc_info=True)
             notes.append(f"model failed: {type(err).__name__}: {err}")
-            user_note = phrases.model_failed
+            # with_fallbacks raises the first backend's error: a spent budget is why no model answered
+            user_note = phrases.budget_spent if isinstance(err, BudgetSpent) else phrases.model_failed
             lap("llm")
         else:
             lap("llm")
