@@ -9,13 +9,15 @@ tokens per minute) on every response, and `retry-after` on a 429, read by an htt
 chat model is given (`event_hooks`).
 
 Windows are rows of the `llm_budget` table in DATABASE_URL (every replica), else DATA_DIR/cache/budget.sqlite:
-(backend, window) → limit, used, resets_at, blocked_until. A window starts with its first request and resets
+(account, window) → limit, used, resets_at, blocked_until, where the account is the backend, its model and a digest of
+its address and key: providers limit each organisation and model apart (Groq's limits are per model). A window starts with its first request and resets
 `period` seconds later (or when the provider says). Every change is a conditional UPDATE in one transaction, so
 two replicas never both spend the last request.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -54,7 +56,7 @@ metadata = MetaData()
 llm_budget = Table(
     "llm_budget",
     metadata,
-    Column("backend", String(32), primary_key=True),
+    Column("account", String(128), primary_key=True),  # backend/model/digest of its address and key
     Column("window", String(32), primary_key=True),  # requests_per_minute, requests_per_day, tokens_per_…
     Column("configured", Integer, nullable=False),  # the setting the limit came from (a change of it applies)
     Column("limit_", Integer, nullable=False),  # the setting, or what the provider last said
@@ -92,6 +94,16 @@ def windows(settings: Settings, backend: str) -> list[Window]:
     return sorted(out, key=lambda w: w.name)  # one order for every transaction: no deadlock between replicas
 
 
+def account(settings: Settings, backend: str) -> str:
+    """Whose limits these are: the backend, its model, and a digest of its address and key (never the key)."""
+    if backend == "groq":
+        key = settings.groq_api_key.get_secret_value() if settings.groq_api_key else ""
+        model, address = settings.groq_model, f"{settings.groq_base_url}\0{key}"
+    else:
+        model, address = settings.ollama_model, settings.ollama_base_url
+    return f"{backend}/{model}/{hashlib.sha256(address.encode()).hexdigest()[:16]}"[:128]
+
+
 class _Refused(Exception):
     def __init__(self, window: Window) -> None:
         self.window = window
@@ -109,6 +121,7 @@ class LLMBudget:
         """Args: settings: `<backend>_{requests,tokens}_per_{minute,day}`, llm_max_tokens, database_url (else the
         SQLite file in DATA_DIR/cache); backend: groq / ollama."""
         self.backend = backend
+        self.account = account(settings, backend)
         self.windows = windows(settings, backend)
         self.max_tokens = settings.llm_max_tokens
         settings.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -121,10 +134,10 @@ class LLMBudget:
         t = llm_budget.c
         with self.engine.begin() as conn:
             for w in self.windows:
-                where = and_(t.backend == self.backend, t.window == w.name)
+                where = and_(t.account == self.account, t.window == w.name)
                 conn.execute(update(llm_budget).where(where, t.configured != w.limit).values(configured=w.limit, limit_=w.limit))
         for w in self.windows:
-            row = {"backend": self.backend, "window": w.name, "configured": w.limit, "limit_": w.limit}
+            row = {"account": self.account, "window": w.name, "configured": w.limit, "limit_": w.limit}
             try:
                 with self.engine.begin() as conn:
                     conn.execute(llm_budget.insert().values(row | {"used": 0, "resets_at": 0.0, "blocked_until": 0.0}))
@@ -148,7 +161,7 @@ class LLMBudget:
                     fresh = t.resets_at <= now
                     done = conn.execute(
                         update(llm_budget)
-                        .where(t.backend == self.backend, t.window == w.name, t.blocked_until <= now)
+                        .where(t.account == self.account, t.window == w.name, t.blocked_until <= now)
                         .where(or_(and_(fresh, t.limit_ >= need), and_(~fresh, t.limit_ - t.used >= need)))
                         .values(
                             used=case((fresh, need), else_=t.used + need),
@@ -167,7 +180,7 @@ class LLMBudget:
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(llm_budget.c.resets_at, llm_budget.c.blocked_until).where(
-                    llm_budget.c.backend == self.backend, llm_budget.c.window == w.name
+                    llm_budget.c.account == self.account, llm_budget.c.window == w.name
                 )
             ).first()
         return max(0.0, max(row) - now) if row else 0.0
@@ -186,7 +199,7 @@ class LLMBudget:
             with self.engine.begin() as conn:
                 conn.execute(
                     update(llm_budget)
-                    .where(t.backend == self.backend, t.window.in_(names))
+                    .where(t.account == self.account, t.window.in_(names))
                     .values(used=case((t.used + delta < 0, 0), else_=t.used + delta))
                 )
         self._publish()
@@ -211,10 +224,10 @@ class LLMBudget:
                 values: dict = {"limit_": limit, "used": max(0, limit - remaining)}
                 if reset is not None:
                     values["resets_at"] = now + reset
-                conn.execute(update(llm_budget).where(t.backend == self.backend, t.window == window).values(values))
+                conn.execute(update(llm_budget).where(t.account == self.account, t.window == window).values(values))
                 reported.add(window)
             if status == 429 and (wait := duration(headers.get("retry-after"), unit="s")) is not None:
-                conn.execute(update(llm_budget).where(t.backend == self.backend).values(blocked_until=now + wait))
+                conn.execute(update(llm_budget).where(t.account == self.account).values(blocked_until=now + wait))
                 logger.info("%s asked to wait %.0f s (429): the next backend answers until then", self.backend, wait)
         _local.reported = reported
         self._publish()
@@ -225,7 +238,7 @@ class LLMBudget:
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(llm_budget.c.window, llm_budget.c.limit_, llm_budget.c.used, llm_budget.c.resets_at).where(
-                    llm_budget.c.backend == self.backend
+                    llm_budget.c.account == self.account
                 )
             ).all()
         names = {w.name for w in self.windows}

@@ -141,7 +141,7 @@ def test_two_processes_share_the_budget(settings: Settings, groq_server: GroqSer
         from pydantic import SecretStr
         from answer.llm import build_chat_model
         from config import Settings
-        settings = Settings(_env_file=None, data_dir={str(settings.data_dir)!r}, groq_api_key=SecretStr("gsk_x"),
+        settings = Settings(_env_file=None, data_dir={str(settings.data_dir)!r}, groq_api_key=SecretStr("gsk_test_key"),
                             groq_base_url={groq_server.url!r}, groq_requests_per_minute=3)
         model = build_chat_model(settings)
         for question in ("второй", "третий", "четвёртый"):
@@ -159,6 +159,8 @@ def test_two_processes_share_the_budget(settings: Settings, groq_server: GroqSer
     with pytest.raises(Exception, match="budget spent"):
         model.invoke([HumanMessage("пятый")])
     assert len(groq_server.received) == 3
+    other_model = LLMBudget(configured.model_copy(update={"groq_model": "llama-3.1-8b-instant"}), "groq")
+    assert other_model.remaining()["requests_per_minute"] == 3  # Groq limits each model apart
 
 
 def test_provider_durations():
