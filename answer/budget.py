@@ -9,10 +9,10 @@ tokens per minute) on every response, and `retry-after` on a 429, read by an htt
 chat model is given (`event_hooks`).
 
 Windows are rows of the `llm_budget` table in DATABASE_URL (every replica), else DATA_DIR/cache/budget.sqlite:
-(account, window) → limit, used, resets_at, blocked_until, where the account is the backend, its model and a digest of
-its address and key: providers limit each organisation and model apart (Groq's limits are per model). A window starts with its first request and resets
-`period` seconds later (or when the provider says). Every change is a conditional UPDATE in one transaction, so
-two replicas never both spend the last request.
+(account, window) → limit, used, resets_at, blocked_until, where the account is the backend, its model and a
+digest of its address and key: providers limit each organisation and model apart (Groq's limits are per model).
+A window starts with its first request and resets `period` seconds later (or when the provider says). Every change
+is a conditional UPDATE in one transaction, so two replicas never both spend the last request.
 """
 
 from __future__ import annotations
@@ -135,7 +135,9 @@ class LLMBudget:
         with self.engine.begin() as conn:
             for w in self.windows:
                 where = and_(t.account == self.account, t.window == w.name)
-                conn.execute(update(llm_budget).where(where, t.configured != w.limit).values(configured=w.limit, limit_=w.limit))
+                conn.execute(
+                    update(llm_budget).where(where, t.configured != w.limit).values(configured=w.limit, limit_=w.limit)
+                )
         for w in self.windows:
             row = {"account": self.account, "window": w.name, "configured": w.limit, "limit_": w.limit}
             try:
@@ -188,7 +190,8 @@ class LLMBudget:
     def settle(self, total_tokens: int | None) -> None:
         """Replace the tokens reserved by the thread's last request with what its reply says it used, in the windows
         the provider's headers did not already set."""
-        reserved, reported = getattr(_local, "reserved", 0), getattr(_local, "reported", set())
+        reserved: int = getattr(_local, "reserved", 0)
+        reported: set[str] = getattr(_local, "reported", set())
         _local.reserved = 0
         if not reserved or total_tokens is None:
             return

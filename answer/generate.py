@@ -11,8 +11,8 @@ from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
 
-from answer.context import format_context, to_sources
 from answer.budget import BudgetSpent
+from answer.context import format_context, to_sources
 from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model

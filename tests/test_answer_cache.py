@@ -12,14 +12,18 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
+from pydantic import SecretStr
+from sqlalchemy import text
 
 import rag_chain
 from answer.records import Exchange
 from config import Settings
+from corpus.database import engine
 from index.publish import publish, published
 from ingest_adilet.cli import main as ingest_main
 from tests.support.ingest import make_source_dir
 from tests.support.llm_servers import GroqServer, with_backends
+from tests.support.postgres import postgres_url  # noqa: F401 (the fixture)
 from tests.support.retrieval import CONSUMER
 
 QUESTION = "Могу ли я обменять купленный товар надлежащего качества?"
@@ -160,3 +164,19 @@ def test_answers_older_than_the_retention_are_deleted(published_dir: Settings):
     rag_chain.invoke_qa(OTHER, fresh)
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT count(*) FROM answer_cache").fetchone() == (1,)
+
+
+def test_replicas_share_the_cache_on_postgresql(
+    published_dir: Settings, groq_server: GroqServer, request: pytest.FixtureRequest
+):
+    """Two replicas (two chains, one data dir's build, one PostgreSQL): what one answered the other serves."""
+    url = request.getfixturevalue("postgres_url")
+    shared = published_dir.model_copy(update={"database_url": SecretStr(url)})
+    other = shared.model_copy(update={"telegram_admin_ids": [7]})  # another process's settings: a chain of its own
+    assert not rag_chain.invoke_qa(QUESTION, shared).cached
+    assert rag_chain.get_chain(other) is not rag_chain.get_chain(shared)
+    assert rag_chain.invoke_qa(QUESTION, other).cached
+    assert len(groq_server.received) == 1
+    assert not (published_dir.cache_dir / "answers.sqlite").exists()  # the rows are in PostgreSQL
+    with engine(shared, published_dir.cache_dir / "unused.sqlite").connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM answer_cache")).scalar() == 1

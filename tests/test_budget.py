@@ -6,19 +6,24 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
 from prometheus_client import REGISTRY
+from pydantic import SecretStr
+from sqlalchemy import text
 
-from answer.budget import LLMBudget, duration
+from answer.budget import BudgetSpent, LLMBudget, duration
 from answer.generate import answer_question
 from answer.llm import build_chat_model
 from answer.templates import load_phrases
 from config import Settings
+from corpus.database import engine
 from tests.support.answer import PERSONAL_DATA, UK, docs
 from tests.support.llm_servers import GroqServer, OllamaServer, with_backends
+from tests.support.postgres import postgres_url  # noqa: F401 (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 THEFT_Q = "Какое наказание за кражу?"
@@ -169,3 +174,36 @@ def test_provider_durations():
     assert duration("120ms") == pytest.approx(0.12)
     assert duration("1h0m1s") == pytest.approx(3601)
     assert duration("20", unit="s") == 20 and duration(None) is None and duration("soon") is None
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_replicas_never_both_spend_the_last_request(
+    settings: Settings, groq_server: GroqServer, database: str, request: pytest.FixtureRequest
+):
+    """Eight questions at once from two replicas (two chat models, one database) with five requests left: five
+    reach the server, three go on to the next backend unsent."""
+    update = {"groq_requests_per_minute": 5}
+    if database == "postgresql":
+        update["database_url"] = SecretStr(request.getfixturevalue("postgres_url"))
+    configured = with_backends(settings, groq=groq_server.url, **update)
+    replicas = [
+        build_chat_model(configured),
+        build_chat_model(configured.model_copy(update={"telegram_admin_ids": [1]})),
+    ]
+    groq_server.delay = 0.05
+
+    def ask_once(i: int) -> str:
+        try:
+            replicas[i % 2].invoke([HumanMessage(f"вопрос {i}")])
+            return "sent"
+        except BudgetSpent:
+            return "spent"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(ask_once, range(8)))
+    assert sorted(outcomes) == ["sent"] * 5 + ["spent"] * 3
+    assert len(groq_server.received) == 5
+    if database == "postgresql":
+        with engine(configured, configured.cache_dir / "unused.sqlite").connect() as conn:
+            [(used,)] = conn.execute(text("SELECT used FROM llm_budget WHERE \"window\" = 'requests_per_minute'"))
+        assert used == 5
