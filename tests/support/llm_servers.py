@@ -174,7 +174,7 @@ class GroqServer(_Server):
                     "code": "rate_limit_exceeded",
                 }
             },
-            {"retry-after": str(retry_after), "x-ratelimit-remaining-tokens": "0"},
+            {"retry-after": str(retry_after)},
         )
 
     def handle(self, h: BaseHTTPRequestHandler, rec: Received) -> None:
