@@ -133,16 +133,32 @@ class AnswerCache(BaseCache):
             (name == "groq" and settings.groq_api_key is not None) or (name == "ollama" and settings.ollama_enabled)
             for name in settings.llm_backends
         )
-        if settings.database_url is None:
-            _private_sqlite(settings.cache_dir / SQLITE_FILE)
         self.engine = engine(settings, settings.cache_dir / SQLITE_FILE)
-        metadata.create_all(self.engine)
+        self._ready = False  # the table is made at first use: a database away at start stops no answer
+        self._off: str | None = None  # why the cache is off for this process (a data dir it may not write)
         self._pruned = 0.0
         self._lock = threading.Lock()
+
+    def _ensure(self) -> bool:
+        """Make the SQLite file (owner-only) and the table once; False when the cache cannot be used here."""
+        if self._ready or self._off:
+            return self._ready
+        try:
+            if self.settings.database_url is None:
+                _private_sqlite(self.settings.cache_dir / SQLITE_FILE)
+        except OSError as err:
+            self._off = f"{type(err).__name__}: {err}"
+            logger.warning("answer cache off: %s cannot be written (%s)", self.settings.cache_dir, self._off)
+            return False
+        metadata.create_all(self.engine)  # SQLAlchemyError: the caller logs it, the next question tries again
+        self._ready = True
+        return True
 
     # --- LangChain's BaseCache contract: generations by (prompt, llm_string) ---------------------------------
 
     def lookup(self, prompt: str, llm_string: str) -> RETURN_VAL_TYPE | None:
+        if not self._ensure():
+            return None
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(answer_cache.c.response).where(answer_cache.c.key == _key(prompt, llm_string))
@@ -150,6 +166,8 @@ class AnswerCache(BaseCache):
         return None if row is None else [Generation(text=row[0])]
 
     def update(self, prompt: str, llm_string: str, return_val: RETURN_VAL_TYPE) -> None:
+        if not self._ensure():
+            return
         [generation] = return_val
         row = {
             "key": _key(prompt, llm_string),
@@ -165,6 +183,8 @@ class AnswerCache(BaseCache):
         self._prune()
 
     def clear(self, **kwargs: Any) -> None:
+        if not self._ensure():
+            return
         with self.engine.begin() as conn:
             conn.execute(delete(answer_cache))
 
@@ -173,7 +193,7 @@ class AnswerCache(BaseCache):
     def fetch(self, question: str, history: Sequence[Exchange], generation: str | None) -> QAResult | None:
         """The cached answer to `question` after `history` from build `generation`, as if asked now; None on a
         miss (or with no published build, whose answers cannot be told apart)."""
-        if generation is None:
+        if generation is None or self._off:
             return None
         try:
             found = self.lookup(self._prompt(question, history), self._llm_string(generation))
@@ -195,7 +215,7 @@ class AnswerCache(BaseCache):
 
     def store(self, question: str, history: Sequence[Exchange], generation: str | None, result: QAResult) -> bool:
         """Keep `result` for the next asking when another asking would get it again; True if kept."""
-        if generation is None or not self.cacheable(result):
+        if generation is None or self._off or not self.cacheable(result):
             return False
         # The question is the key's (hashed); the row keeps what the answer says, not what the user typed.
         kept = dataclasses.replace(

@@ -127,7 +127,7 @@ def _budget(settings: Settings, name: str) -> LLMBudget | None:
         return None
     try:
         return LLMBudget(settings, name)
-    except SQLAlchemyError as err:
+    except (SQLAlchemyError, OSError) as err:
         logger.warning("LLM budget of %s unavailable, asking without it: %s: %s", name, type(err).__name__, err)
         return None
 

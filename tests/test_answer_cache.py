@@ -22,7 +22,7 @@ from corpus.database import engine
 from index.publish import publish, published
 from ingest_adilet.cli import main as ingest_main
 from tests.support.ingest import make_source_dir
-from tests.support.llm_servers import GroqServer, with_backends
+from tests.support.llm_servers import GroqServer, closed_port_url, with_backends
 from tests.support.postgres import postgres_url  # noqa: F401 (the fixture)
 from tests.support.retrieval import CONSUMER
 
@@ -180,3 +180,15 @@ def test_replicas_share_the_cache_on_postgresql(
     assert not (published_dir.cache_dir / "answers.sqlite").exists()  # the rows are in PostgreSQL
     with engine(shared, published_dir.cache_dir / "unused.sqlite").connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM answer_cache")).scalar() == 1
+
+
+def test_a_database_that_does_not_answer_stops_no_answer(
+    published_dir: Settings, groq_server: GroqServer, caplog: pytest.LogCaptureFixture
+):
+    port = closed_port_url().rsplit(":", 1)[1]
+    away = published_dir.model_copy(update={"database_url": SecretStr(f"postgresql://kzlaw@127.0.0.1:{port}/kzlaw")})
+    for _ in range(2):
+        result = rag_chain.invoke_qa(QUESTION, away)
+        assert (result.backend, result.grounded, result.cached) == ("groq", True, False)
+    assert len(groq_server.received) == 2  # answered each time, unbudgeted and uncached
+    assert "answer cache unavailable" in caplog.text and "LLM budget of groq unavailable" in caplog.text
