@@ -220,6 +220,30 @@ class Settings(BaseSettings):
         "the answer cache and the LLM budget. Unset: SQLite files in DATA_DIR (one process).",
     )
 
+    answer_cache: bool = Field(
+        default=True,
+        description="A repeated question (same normalised text, same conversation, same published build, same "
+        "answer settings) is answered from the cache shared with every replica, with no model call "
+        "(answer/cache.py: DATABASE_URL, else DATA_DIR/cache/answers.sqlite).",
+    )
+    answer_cache_days: float = Field(
+        default=7.0,
+        ge=0,
+        description="Cached answers older than this many days are deleted (they are made from users' questions); "
+        "0 keeps them until a new build replaces them.",
+    )
+    # The LLM budget (answer/budget.py): each backend's requests and tokens per minute and per day, shared by every
+    # replica (DATABASE_URL, else DATA_DIR/cache/budget.sqlite) and kept current from the provider's x-ratelimit-*
+    # headers; 0 = no limit. Defaults: Groq's free tier for llama-3.3-70b-versatile (console.groq.com/docs/rate-limits).
+    groq_requests_per_minute: int = Field(default=30, ge=0)
+    groq_requests_per_day: int = Field(default=1000, ge=0)
+    groq_tokens_per_minute: int = Field(default=12000, ge=0)
+    groq_tokens_per_day: int = Field(default=100000, ge=0)
+    ollama_requests_per_minute: int = Field(default=0, ge=0)
+    ollama_requests_per_day: int = Field(default=0, ge=0)
+    ollama_tokens_per_minute: int = Field(default=0, ge=0)
+    ollama_tokens_per_day: int = Field(default=0, ge=0)
+
     # --- telegram ----------------------------------------------------------------------------
     telegram_bot_token: SecretStr | None = None
     telegram_api_url: str = "https://api.telegram.org/bot"

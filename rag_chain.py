@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 from pydantic import SecretStr
 
+from answer.cache import AnswerCache
 from answer.followup import FollowupCondenser, FollowupRule, Understood
 from answer.generate import answer_question
 from answer.llm import build_chat_model
@@ -56,6 +57,7 @@ class QAChain:
             max_chars=settings.followup_context_chars,
         )
         self.followup = FollowupCondenser(settings, rule, self.chat_model)
+        self.cache = AnswerCache(settings) if settings.answer_cache else None
         # x: {"question": as asked, "search": what to search and answer (the question, or a follow-up read in
         # the context of the conversation), "used_history", "followup": what the conversation adds to the search}
         # {question → retrieve} | answer: retrieval is the composition of retrieval/pipeline.py.
@@ -89,6 +91,9 @@ class QAChain:
                 f"Вопрос слишком длинный ({len(question)} символов, предел {MAX_QUESTION_CHARS}): сократите его."
             )
         started = time.perf_counter()
+        if self.cache and (hit := self.cache.fetch(question, history, self.generation)):
+            hit.timings["total_ms"] = (time.perf_counter() - started) * 1000
+            return hit
         understood = self.understand(question, history)
         followup_ms = (time.perf_counter() - started) * 1000
         result = self.runnable.invoke(
@@ -103,6 +108,8 @@ class QAChain:
         if history:
             result.timings["followup_ms"] = followup_ms
         result.timings["total_ms"] = (time.perf_counter() - started) * 1000
+        if self.cache:
+            self.cache.store(question, history, self.generation, result)
         return result
 
     def understand(self, question: str, history: Sequence[Exchange] = ()) -> Understood:

@@ -11,6 +11,7 @@ from langchain_core.documents import Document
 from langchain_core.output_parsers import StrOutputParser
 from langchain_core.runnables import Runnable, RunnableLambda, RunnableParallel
 
+from answer.budget import BudgetSpent
 from answer.context import format_context, to_sources
 from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
@@ -110,8 +111,9 @@ def answer_question(
             logger.warning("chat model failed, answering with quotes: %s: %s", type(err).__name__, err)
             logger.debug("chat model failure", exc_info=True)
             notes.append(f"model failed: {type(err).__name__}: {err}")
-            user_note = phrases.model_failed
-            metrics.fallback("llm_error")
+            # with_fallbacks raises the first backend's error: a spent budget is why no model answered
+            user_note = phrases.budget_spent if isinstance(err, BudgetSpent) else phrases.model_failed
+            metrics.fallback("budget_spent" if isinstance(err, BudgetSpent) else "llm_error")
             lap("llm")
         else:
             lap("llm")

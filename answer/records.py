@@ -5,11 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pydantic import ConfigDict, with_config
+
 from corpus.legal import citation
 from corpus.records import Lang
 from corpus.store import edition_label
 
 
+# with_config: read back from the shared answer cache (answer/cache.py), a stored record must be exactly this one.
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class Source:
     """One retrieved article an answer may cite."""
@@ -54,6 +58,7 @@ class Answer:
     status: str = "answered"  # or what retrieval found unanswerable: no_such_article / unknown_code / off_topic
 
 
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class QAResult:
     """What `invoke_qa()` returns."""
@@ -75,6 +80,7 @@ class QAResult:
     used_history: bool = False  # the earlier turns of the conversation shaped `search_question`
     # the first-stage searches that ran: ("bm25", "dense", "latent"), fewer while the index is not built
     searches: tuple[str, ...] = ()
+    cached: bool = False  # answered from the answer cache (answer/cache.py), with no model call
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -36,6 +36,7 @@ class Phrases(BaseModel):
     no_sources: str
     grounding_failed: str
     model_failed: str
+    budget_spent: str  # the model's request budget (answer/budget.py) is spent for now
     repealed: str
     # what cannot be answered (retrieval's verdict): {code}, {article}, {name}, {codes} are filled in
     no_such_article: str

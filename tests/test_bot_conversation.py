@@ -285,7 +285,8 @@ async def test_a_link_the_model_streams_is_never_shown(
 
 
 def test_the_chain_streams_through_the_fallbacks(corpus_slice, bm25_retrieval, articles, groq_server, ollama_server):
-    groq_server.rate_limit()  # Groq out of tokens: Ollama streams the answer
+    # Groq out of tokens: Ollama streams the answer (retry-after 0: the LLM budget lets the next request try again)
+    groq_server.rate_limit(retry_after=0)
     ollama_server.reply = quoting
     chain = QAChain(
         with_backends(corpus_slice.settings, groq=groq_server.url, ollama=ollama_server.url),

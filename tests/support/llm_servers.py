@@ -109,11 +109,19 @@ class _Server:
         h.wfile.write(data)
 
     @staticmethod
-    def send_stream(h: BaseHTTPRequestHandler, content_type: str, lines: list[bytes], delay: float = 0.0) -> None:
+    def send_stream(
+        h: BaseHTTPRequestHandler,
+        content_type: str,
+        lines: list[bytes],
+        delay: float = 0.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         """A streamed body, chunk by chunk (`delay` seconds apart, flushed), as both services send it."""
         h.send_response(200)
         h.send_header("Content-Type", content_type)
         h.send_header("Transfer-Encoding", "chunked")
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
         h.end_headers()
         for i, line in enumerate(lines):
             if delay and i:
@@ -135,6 +143,15 @@ class GroqServer(_Server):
     """`POST /openai/v1/chat/completions` with a Bearer key; JSON, or server-sent events if streaming."""
 
     model = "llama-3.3-70b-versatile"
+    # Sent with every response, as Groq does: -requests are the requests per day, -tokens the tokens per minute.
+    ratelimit = {
+        "x-ratelimit-limit-requests": "1000",
+        "x-ratelimit-remaining-requests": "999",
+        "x-ratelimit-reset-requests": "1m26.4s",
+        "x-ratelimit-limit-tokens": "12000",
+        "x-ratelimit-remaining-tokens": "11850",
+        "x-ratelimit-reset-tokens": "750ms",
+    }
     stream_chunk_chars = 0  # characters per streamed chunk; 0: the text in two halves
     stream_chunk_delay = 0.0  # seconds between streamed chunks, as a model generating
 
@@ -168,7 +185,7 @@ class GroqServer(_Server):
         if not rec.headers.get("authorization", "").startswith("Bearer "):
             return self.send_json(h, 401, {"error": {"message": "Invalid API Key", "type": "invalid_request_error"}})
         if self.failure:
-            return self.send_json(h, self.failure.status, self.failure.body, self.failure.headers)
+            return self.send_json(h, self.failure.status, self.failure.body, self.ratelimit | self.failure.headers)
         body = rec.body or {}
         text = self.answer_text(body)
         created = int(time.time())
@@ -194,7 +211,11 @@ class GroqServer(_Server):
             )
             lines = [f"data: {json.dumps(e, ensure_ascii=False)}\n\n".encode() for e in events]
             return self.send_stream(
-                h, "text/event-stream", [*lines, b"data: [DONE]\n\n"], delay=self.stream_chunk_delay
+                h,
+                "text/event-stream",
+                [*lines, b"data: [DONE]\n\n"],
+                delay=self.stream_chunk_delay,
+                headers=self.ratelimit,
             )
         self.send_json(
             h,
@@ -216,6 +237,7 @@ class GroqServer(_Server):
                 "system_fingerprint": "fp_local",
                 "x_groq": {"id": "req_local"},
             },
+            self.ratelimit,
         )
 
 
