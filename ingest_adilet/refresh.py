@@ -111,6 +111,7 @@ def refresh(
     from index.build import build_index
     from index.publish import DataDirBusy, writing
     from index.stage import InterruptedStage, swap_in
+    from retrieval.bm25_index import build_bm25_index
 
     started = time.perf_counter()
     data_dir = Path(settings.data_dir)
@@ -134,6 +135,7 @@ def refresh(
                 raise RefreshFailed(f"{len(ingested.failures)} document(s) failed: {failed}; {_KEPT}")
             try:
                 built = build_index(staged, embeddings=embeddings, progress=progress)
+                kept = build_bm25_index(staged)
             except UserError as err:
                 raise RefreshFailed(f"the index build failed: {err}; {_KEPT}") from err
             except Exception as err:
@@ -147,7 +149,7 @@ def refresh(
                     f"run refresh again with --allow-removal if the law really lost these articles; {_KEPT}"
                 )
             generation = None
-            if reparsed or not built.unchanged:
+            if reparsed or not built.unchanged or not kept.unchanged:
                 try:
                     generation = swap_in(settings, stage, stage, stage / _PREVIOUS, _MOVED, "refresh")
                 except OSError as err:
