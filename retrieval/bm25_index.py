@@ -157,22 +157,39 @@ def load_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Ret
     return build_bm25(documents, settings, scorer=scorer)
 
 
+NOT_KEPT = "not kept"
+OTHER_ANALYZER = "made by another analyzer"
+OTHER_CORPUS = "made from another corpus"
+
+
+def check_bm25(settings: Settings, documents: Sequence[Document]) -> str | None:
+    """Why the kept analysis cannot serve these documents (NOT_KEPT, OTHER_ANALYZER, OTHER_CORPUS), None when it
+    was made from them by this analyzer; DamagedFile when its meta.json does not parse."""
+    return _match(settings, documents)[1]
+
+
 def load_scorer(settings: Settings, documents: Sequence[Document]) -> SparseBM25 | None:
     """The kept BM25 weights of these documents, or None (logged) when none were kept or they were made from
     other chunks or by another analyzer; DamagedFile when a file is not what its build wrote."""
     folder = folder_of(settings)
-    meta = _read_meta(folder)
-    hint = "`python -m ingest_adilet index` keeps it"
-    if meta is None:
-        logger.info("No kept BM25 analysis in %s: analysing the chunks (%s)", folder, hint)
-        return None
-    if meta.analyzer != analyzer_id(settings):
-        logger.warning("The BM25 analysis in %s was made by another analyzer: analysing the chunks (%s)", folder, hint)
-        return None
-    if meta.chunks != len(documents) or meta.corpus != corpus_hash(documents):
-        logger.warning("The BM25 analysis in %s is of another corpus: analysing the chunks (%s)", folder, hint)
+    meta, why = _match(settings, documents)
+    if meta is None or why is not None:
+        log = logger.info if why == NOT_KEPT else logger.warning
+        log("BM25 analysis in %s %s: analysing the chunks (`python -m ingest_adilet index` keeps it)", folder, why)
         return None
     return _read(folder, meta)
+
+
+def _match(settings: Settings, documents: Sequence[Document]) -> tuple[Bm25Meta | None, str | None]:
+    """meta.json and why it cannot serve these documents (None: it can)."""
+    meta = _read_meta(folder_of(settings))
+    if meta is None:
+        return None, NOT_KEPT
+    if meta.analyzer != analyzer_id(settings):
+        return meta, OTHER_ANALYZER
+    if meta.chunks != len(documents) or meta.corpus != corpus_hash(documents):
+        return meta, OTHER_CORPUS
+    return meta, None
 
 
 def check_kept(folder: Path) -> Bm25Meta:
