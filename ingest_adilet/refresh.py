@@ -135,7 +135,8 @@ def refresh(
                 raise RefreshFailed(f"{len(ingested.failures)} document(s) failed: {failed}; {_KEPT}")
             try:
                 built = build_index(staged, embeddings=embeddings, progress=progress)
-                kept = build_bm25_index(staged)
+                if not built.unchanged or any(r.outcome == "ingested" for r in ingested.results):
+                    build_bm25_index(staged)  # BM25's analysis of what will be published, kept beside its index
             except UserError as err:
                 raise RefreshFailed(f"the index build failed: {err}; {_KEPT}") from err
             except Exception as err:
@@ -149,7 +150,7 @@ def refresh(
                     f"run refresh again with --allow-removal if the law really lost these articles; {_KEPT}"
                 )
             generation = None
-            if reparsed or not built.unchanged or not kept.unchanged:
+            if reparsed or not built.unchanged:
                 try:
                     generation = swap_in(settings, stage, stage, stage / _PREVIOUS, _MOVED, "refresh")
                 except OSError as err:

@@ -373,3 +373,27 @@ def test_a_pack_from_another_analyzer_is_installed_and_analysed_at_start(
     assert [r.getMessage().split(":")[0] for r in caplog.records] == [
         f"BM25 analysis in {office.index_dir / 'bm25'} made by another analyzer"
     ]
+
+
+def test_a_refresh_publishes_its_new_corpus_with_its_analysis(shared_dir: Path, tmp_path: Path) -> None:
+    from index.build import build_index
+    from ingest_adilet.pipeline import ingest
+    from ingest_adilet.refresh import refresh
+    from tests.support.index import KeywordEmbeddings
+    from tests.support.ingest import make_source_dir
+
+    source_dir = make_source_dir(tmp_path / "src", shared_dir, [DIGITAL_ASSETS])
+    settings = _settings(tmp_path / "data")
+    assert ingest(settings, source_dir=source_dir, doc_ids=[DIGITAL_ASSETS], langs=["ru"], progress=False).ok
+    embeddings = KeywordEmbeddings(["майнинг", "актив"])
+    build_index(settings, embeddings=embeddings, progress=False)
+    assert not (settings.index_dir / "bm25").exists()  # a data dir indexed before the analysis was kept
+    text = source_dir / "rus" / f"{DIGITAL_ASSETS}.txt"
+    text.write_text(text.read_text(encoding="utf-8").replace("майнинг", "добыча", 1), encoding="utf-8")
+    report = refresh(
+        settings, source_dir=source_dir, doc_ids=[DIGITAL_ASSETS], langs=["ru"], embeddings=embeddings, progress=False
+    )
+    assert report.reparsed == 1 and report.generation is not None
+    assert bm25_index.check_bm25(settings, _documents(settings)) is None  # of the new corpus, by this analyzer
+    scorer = bm25_index.load_scorer(settings, _documents(settings))
+    assert scorer is not None and any(term.startswith("добыч") for term in scorer.vocab)  # the new word is there
