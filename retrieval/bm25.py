@@ -70,7 +70,8 @@ class SparseBM25(SparseScorer):
 
     def __init__(self, corpus: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
         """Args: corpus: the analyzed terms of each document; k1, b, epsilon: as in rank_bm25.BM25Okapi."""
-        self.vocab = vocab = {}
+        vocab: dict[str, int] = {}
+        self.vocab = vocab
         rows: list[int] = []
         cols: list[int] = []
         tfs: list[int] = []
