@@ -315,11 +315,13 @@ def build_missing_index(settings: Settings) -> bool:
     (see `IndexPending.eta`): run it in a background thread."""
     from corpus.progress import in_logs_only
     from index.build import build_index
+    from retrieval.bm25_index import build_bm25_index
 
     if index_pending(settings) is None:
         return False
     with in_logs_only():  # a long build: its progress in the log, every 30 s or 5 % (never a bar among the logs)
         build_index(settings)
+        build_bm25_index(settings)
     publish(settings, "index")
     with _lock:
         if (held := _chains.get(_key(settings))) is not None:

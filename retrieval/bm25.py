@@ -12,9 +12,11 @@ as slow to build, and not at least equal on every gold set, so this scorer stays
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,9 +65,13 @@ class SparseScorer:
 class SparseBM25(SparseScorer):
     """Okapi BM25 (rank-bm25's BM25Okapi formula) with per-term weights precomputed in a sparse matrix."""
 
+    vocab: Mapping[str, int]
+    """Term → its column in `matrix`."""
+
     def __init__(self, corpus: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25):
         """Args: corpus: the analyzed terms of each document; k1, b, epsilon: as in rank_bm25.BM25Okapi."""
-        self.vocab: dict[str, int] = {}
+        vocab: dict[str, int] = {}
+        self.vocab = vocab
         rows: list[int] = []
         cols: list[int] = []
         tfs: list[int] = []
@@ -74,10 +80,10 @@ class SparseBM25(SparseScorer):
             lengths[i] = len(terms)
             for term, tf in Counter(terms).items():
                 rows.append(i)
-                cols.append(self.vocab.setdefault(term, len(self.vocab)))
+                cols.append(vocab.setdefault(term, len(vocab)))
                 tfs.append(tf)
         n_docs = len(corpus)
-        tf = sparse.csc_matrix((np.asarray(tfs, dtype=np.float32), (rows, cols)), shape=(n_docs, len(self.vocab)))
+        tf = sparse.csc_matrix((np.asarray(tfs, dtype=np.float32), (rows, cols)), shape=(n_docs, len(vocab)))
         df = np.diff(tf.indptr).astype(np.float32)  # documents per term (csc: nonzeros per column)
         idf = np.log(n_docs - df + 0.5) - np.log(df + 0.5)
         # rank-bm25 floors negative idf (terms in over half the documents) at epsilon × the mean idf.
@@ -89,11 +95,49 @@ class SparseBM25(SparseScorer):
         self.matrix = sparse.csc_matrix((weights.astype(np.float32), (coo.row, coo.col)), shape=tf.shape)
         self.n_docs = n_docs
 
+    @classmethod
+    def from_weights(cls, matrix: sparse.csc_matrix, terms: SortedTerms) -> SparseBM25:
+        """The scorer over weights computed before (kept by the index build, retrieval/bm25_index.py): `matrix`,
+        documents × terms, its columns in the order of `terms`. It scores exactly as the scorer they were taken
+        from: a document's score adds its query terms' weights in the query's order, whatever their columns."""
+        scorer = cls.__new__(cls)
+        scorer.matrix, scorer.n_docs, scorer.vocab = matrix, matrix.shape[0], terms
+        return scorer
+
+    @property
+    def terms(self) -> list[str]:
+        """The term of each column of `matrix`, in order."""
+        return list(self.vocab)  # the analysis gave ids in insertion order; SortedTerms iterates in its order
+
     def get_scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document; a term repeated in the query counts as often as it appears."""
         counts = Counter(t for t in query if t in self.vocab)
         ids = [self.vocab[t] for t in counts]
         return self._scores(ids, np.fromiter(counts.values(), np.float32, len(ids)))
+
+
+class SortedTerms(Mapping[str, int]):
+    """Term → column, for columns in ascending term order, looked up by bisection: nothing to build when it is
+    read back (a dict of the full corpus's ~400k terms takes ~0.25 s to hash, a quarter of a start)."""
+
+    def __init__(self, terms: list[str]) -> None:
+        """Args: terms: in strictly ascending order (`is_sorted` says whether they are)."""
+        self._terms = terms
+
+    def is_sorted(self) -> bool:
+        return all(a < b for a, b in itertools.pairwise(self._terms))
+
+    def __getitem__(self, term: str) -> int:
+        i = bisect.bisect_left(self._terms, term)
+        if i == len(self._terms) or self._terms[i] != term:
+            raise KeyError(term)
+        return i
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._terms)
+
+    def __len__(self) -> int:
+        return len(self._terms)
 
 
 class LatentScorer(SparseScorer):

@@ -12,14 +12,17 @@ from langchain_core.vectorstores import VectorStore
 
 from config import Settings
 from corpus.errors import DataDamaged, IndexNotReady
+from corpus.files import DamagedFile
 from corpus.records import Chunk
+from index.documents import index_command
 from index.sparse import sparse_enabled
 from index.status import IndexPending, index_pending
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever
+from retrieval.bm25_index import load_bm25
 from retrieval.learned import LearnedRanker
 from retrieval.rerank import FloatFlashrankRerank, load_reranker
-from retrieval.searches import build_bm25, build_latent
+from retrieval.searches import build_latent
 from retrieval.stages import Stages
 
 logger = logging.getLogger(__name__)
@@ -48,8 +51,9 @@ def load(
     vector_store: VectorStore | None = None,
     latent_index: tuple[object, list[str]] | None = None,
 ) -> Loaded:
-    """Load the corpus, build BM25, open the vector store and the latent-term index (`latent_index` if given,
-    else the built one), and load the reranker when its model folder exists — each only if `stages` has it.
+    """Load the corpus, BM25 (from the analysis the index build kept, else analysing every chunk), open the vector
+    store and the latent-term index (`latent_index` if given, else the built one), and load the reranker when its
+    model folder exists — each only if `stages` has it.
 
     A vector or latent-term index that is not built, or was built from another corpus, is left out and recorded
     in `pending` (what is missing, the command that builds it, an estimate): the lexical searches answer
@@ -61,7 +65,7 @@ def load(
     chunks = list(chunks) if chunks is not None else read_chunks(settings)
     articles = ArticleChunks.from_chunks(chunks)
     loaded = time.perf_counter()
-    bm25 = build_bm25(articles.documents, settings) if stages.bm25 else None
+    bm25 = _bm25(articles, settings) if stages.bm25 else None
     indexed = time.perf_counter()
     missing: list[str] = []
     reason = "not built yet"
@@ -104,3 +108,12 @@ def load(
         + (", reranker on" if reranker else ""),
     )
     return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending)
+
+
+def _bm25(articles: ArticleChunks, settings: Settings) -> ChunkBM25Retriever:
+    """BM25 from the analysis the index build kept (retrieval/bm25_index.py), else analysing the chunks;
+    DataDamaged (naming the file and the command that rebuilds it) when a kept file is damaged."""
+    try:
+        return load_bm25(articles.documents, settings)
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, index_command(settings)) from None

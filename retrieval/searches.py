@@ -24,7 +24,7 @@ from corpus import metrics
 from index.sparse import LatentTerms
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
-from retrieval.bm25 import ChunkBM25Retriever, LatentScorer
+from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
 from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
@@ -112,14 +112,23 @@ def dense_query(text: str, limit: int) -> str:
     return f"{text[: limit - tail - 3]} … {text[-tail:]}"
 
 
-def build_bm25(documents: Sequence[Document], settings: Settings) -> ChunkBM25Retriever:
-    """BM25 over every chunk with the Russian/Kazakh analyzer, returning the best chunk of each article."""
+def build_bm25(
+    documents: Sequence[Document], settings: Settings, *, scorer: SparseBM25 | None = None
+) -> ChunkBM25Retriever:
+    """BM25 over every chunk with the Russian/Kazakh analyzer, returning the best chunk of each article; given the
+    `scorer` the index build kept for these documents (retrieval/bm25_index.py), nothing is analysed."""
+    preprocess = analyze_phrases if settings.bm25_phrases else analyze
+    if scorer is not None:
+        return ChunkBM25Retriever(
+            vectorizer=scorer,
+            docs=list(documents),
+            preprocess_func=preprocess,
+            k=settings.first_stage_k,
+            group_by="article_key",
+        )
     start = time.perf_counter()
     retriever = ChunkBM25Retriever.from_documents(
-        documents,
-        preprocess_func=analyze_phrases if settings.bm25_phrases else analyze,
-        k=settings.first_stage_k,
-        group_by="article_key",
+        documents, preprocess_func=preprocess, k=settings.first_stage_k, group_by="article_key"
     )
     logger.debug("BM25 over %d chunks built in %.1f s", len(documents), time.perf_counter() - start)
     return retriever
