@@ -12,7 +12,9 @@ from langchain_core.vectorstores import VectorStore
 
 from config import Settings
 from corpus.errors import DataDamaged, IndexNotReady
+from corpus.files import DamagedFile
 from corpus.records import Chunk
+from index.lexicon import Lexicon, load_lexicon
 from index.sparse import sparse_enabled
 from index.status import IndexPending, index_pending
 from retrieval.articles import ArticleChunks
@@ -38,6 +40,7 @@ class Loaded:
     reranker: FloatFlashrankRerank | None
     learned: LearnedRanker | None
     pending: IndexPending | None
+    lexicon: Lexicon | None = None
 
 
 def load(
@@ -54,7 +57,7 @@ def load(
     A vector or latent-term index that is not built, or was built from another corpus, is left out and recorded
     in `pending` (what is missing, the command that builds it, an estimate): the lexical searches answer
     meanwhile. A damaged one (DataDamaged, naming the file and the repair command) is an error."""
-    from index.build import load_latent_index, load_vector_store, read_chunks
+    from index.build import index_command, load_latent_index, load_vector_store, read_chunks
     from index.embeddings import make_embeddings
 
     start = time.perf_counter()
@@ -62,6 +65,12 @@ def load(
     articles = ArticleChunks.from_chunks(chunks)
     loaded = time.perf_counter()
     bm25 = build_bm25(articles.documents, settings) if stages.bm25 else None
+    lexicon = None
+    if bm25 is not None and (settings.crosslang_weight > 0 or settings.crosslang_ru_weight > 0):
+        try:
+            lexicon = load_lexicon(settings, chunks)
+        except DamagedFile as err:
+            raise DataDamaged(err.path, err.problem, index_command(settings)) from None
     indexed = time.perf_counter()
     missing: list[str] = []
     reason = "not built yet"
@@ -103,4 +112,4 @@ def load(
         + (", learned ranker on" if learned else "")
         + (", reranker on" if reranker else ""),
     )
-    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending)
+    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending, lexicon)
