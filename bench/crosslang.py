@@ -8,7 +8,9 @@ Loads the retrieval once and composes a variant per weight (CROSSLANG_WEIGHT for
 CROSSLANG_RU_WEIGHT for `--lang ru`); prints hit@1/5/10 and MRR of each set at each weight, then the folds: the
 questions of `--lang` from every set, split in two by a hash of their id; the weight with the best MRR on one fold
 is scored on the other, and the table shows those out-of-fold figures beside the weight 0 (no cross-language
-search) and each fold's choice. Speed is measured by `python -m rag_chain eval`, not here.
+search) and each fold's choice. `--timing` instead times each question's ranking at each weight, the weights taking
+turns question by question (so a machine's changing load falls on all of them alike), every remembered question
+forgotten before each call, and prints p50 / p95 per set and weight.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
+import statistics
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--questions", type=Path, action="append", required=True, help="gold JSONL (repeatable)")
     parser.add_argument("--lang", choices=("kk", "ru"), default="kk", help="the question language tuned")
     parser.add_argument("--weights", default="0,0.2,0.3,0.5,0.8", help="the grid, comma-separated")
+    parser.add_argument("--timing", action="store_true", help="time the rankings instead (see above)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
@@ -66,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     weights = [float(w) for w in args.weights.split(",")]
     base = Retrieval.load(settings)
     sets = {path.stem: read_questions(path) for path in args.questions}
+    if args.timing:
+        return timing(base, sets, key, weights)
     # (set, question id) → scores at each weight
     per: dict[float, dict[tuple[str, str], Scores]] = {}
     for w in weights:
@@ -98,6 +105,29 @@ def main(argv: list[str] | None = None) -> int:
         cv.add_row(str(f), str(len(test)), f"{chosen:g}", *(f"{v:.3f}" for v in (*mean(got), *mean(base_scores))))
     cv.add_row("all", str(len(oof)), "", *(f"{v:.3f}" for v in (*mean(oof), *mean(zero))))
     console.print(cv)
+    return 0
+
+
+def timing(base: Retrieval, sets: dict[str, list[GoldQuestion]], key: str, weights: list[float]) -> int:
+    """p50 / p95 ms of each set's rankings at each weight, the weights taking turns question by question."""
+    variants = {w: base.variant(**{key: w}) for w in weights}
+    table = Table(title=f"{key.upper()}: ranking time per question (ms), weights in turn")
+    for col in ("set", "n", "weight", "p50", "p95"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, qs in sets.items():
+        ms: dict[float, list[float]] = {w: [] for w in weights}
+        for v in variants.values():
+            v.rank_articles(qs[0].query, K)  # warm-up: lazy loads do not count
+        for q in qs:
+            for w, v in variants.items():
+                v.forget_questions()
+                start = time.perf_counter()
+                v.rank_articles(q.query, K)
+                ms[w].append((time.perf_counter() - start) * 1000)
+        for w in weights:
+            p95 = statistics.quantiles(ms[w], n=20)[-1] if len(ms[w]) > 1 else ms[w][0]
+            table.add_row(name, str(len(qs)), f"{w:g}", f"{statistics.median(ms[w]):.0f}", f"{p95:.0f}")
+    Console(width=140, color_system=None).print(table)
     return 0
 
 

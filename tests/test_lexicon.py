@@ -112,3 +112,28 @@ def test_a_lexicon_whose_checksums_match_but_whose_content_is_not_a_lexicon_is_r
         atomic_write(folder / "meta.json", json.dumps({**meta, "files": {LEXICON_FILE: digest.model_dump()}}))
         with pytest.raises(DamagedFile, match="lexicon"):
             read_lexicon(folder, lexicon_fingerprint(chunks))
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("Жұмыс беруші мені келісімімсіз басқа жұмысқа ауыстыра ала ма?", "38"),  # transfer to other work
+        ("Жұмыстан шыққанда пайдаланылмаған демалыс үшін өтемақы төлене ме?", "96"),  # unused leave on leaving
+    ],
+)
+def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
+    slice_settings: Settings, chunks, question: str, article: str
+) -> None:
+    """The Labour Code exists here only in Russian: the Kazakh words meet only the two laws' Kazakh texts, and
+    the cross-language search brings the code's article up (BM25 alone, no vectors)."""
+    from retrieval.pipeline import Retrieval, Stages
+
+    retrieval = Retrieval.load(slice_settings, chunks=chunks, stages=Stages(dense=False, rerank=False))
+    assert retrieval.lexicon is not None and retrieval.settings.crosslang_weight > 0
+    top = [(d, a) for d, a, _ in retrieval.rank_articles(question, 5)]
+    assert (LABOUR_CODE, article) in top
+    without = [(d, a) for d, a, _ in retrieval.variant(crosslang_weight=0).rank_articles(question, 10)]
+    assert (LABOUR_CODE, article) not in without
+    # A Russian question is searched as before: no list of Kazakh stems unless CROSSLANG_RU_WEIGHT says so.
+    russian = "Может ли работодатель перевести меня на другую работу без согласия?"
+    assert retrieval.rank_articles(russian, 10) == retrieval.variant(crosslang_weight=0).rank_articles(russian, 10)
