@@ -14,11 +14,12 @@ and returning an `Understood`:
   3. otherwise the message is read against the search it would get glued after the previous turn's search
      question, by what retrieval itself says (`Reading`), not by word lists:
      - `share`: how much of the glued search's best BM25 match the message alone explains (the best chunk score
-       of the message over that of the glued text). Below `lean` the message says little on its own («А если
-       сумма крупная?», «Ол қашан төлеуге міндетті?»): it *continues* → glued, its own words fused in lightly
-       (`continue_weight`);
-     - at least `new_subject`, with none of the message's own top articles in a document the previous answer
-       cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → alone;
+       of the message over that of the glued text; a message naming its own legal object — a code, or an offence
+       or institution of the synonym map — counts at least `new_subject`). Below `lean` it says little on its own
+       («А если сумма крупная?», «Ол қашан төлеуге міндетті?»): it *continues* → glued, its own words fused in
+       lightly (`continue_weight`);
+     - at least `new_subject`, with most of the message's own top articles outside the documents the previous
+       answer cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → alone;
      - anything else *refines* the situation (a new aspect, an escalated crime, another claim) → glued, its own
        words fused at `refine_weight`, so that the articles they point to reach the top.
 
@@ -47,7 +48,7 @@ from answer.llm import backend_of
 from answer.records import Exchange
 from config import Settings
 from corpus.records import Lang
-from retrieval.analyzer import detect_lang, normalize
+from retrieval.analyzer import analyze, detect_lang, normalize
 from retrieval.articles import ArticleKey
 from retrieval.pipeline import Followup
 from retrieval.query import analyze_query
@@ -128,7 +129,7 @@ class FollowupRule:
         top: articles of the message's own search that are looked at.
         max_chars: characters of earlier context glued before a follow-up.
         lean: below this share of the glued search's best match, the message continues the conversation.
-        new_subject: from this share up, a message whose own top articles all lie outside the documents of the
+        new_subject: from this share up, a message whose own top articles mostly lie outside the documents of the
             previous answer is a new subject.
         continue_weight, refine_weight: weight of the message's own search fused with the glued one (1).
     """
@@ -158,6 +159,11 @@ class FollowupRule:
         glued = glue(history, question, self.max_chars)
         own, whole = self.best_match(question), self.best_match(glued)
         share = None if own is None or whole is None else (own / whole if whole > 0 else 0.0)
+        info = analyze_query(question)
+        if share is not None and (info.codes or info.synonym_refs):
+            # it names its own legal object (a code, an offence or institution of the synonym map): however
+            # strong the earlier turn's words match, the message does not lean on them
+            share = max(share, self.new_subject)
         given = frozenset((s.doc_id, s.article) for s in previous.sources if s.remedy)
         previous_docs = {s.doc_id for s in previous.sources if not s.remedy}
         if not previous_docs:
@@ -171,7 +177,8 @@ class FollowupRule:
         if share is not None and share < self.lean:
             followup = Followup(own=question, given=reading.given, own_weight=self.continue_weight)
             return Understood(reading.glued, True, "continues", followup)
-        if share is not None and share >= self.new_subject and reading.previous_docs.isdisjoint(reading.own_docs):
+        elsewhere = sum(doc not in reading.previous_docs for doc in reading.own_docs)
+        if share is not None and share >= self.new_subject and 2 * elsewhere > len(reading.own_docs):
             return Understood(question, False, "new subject")
         followup = Followup(own=question, given=reading.given, own_weight=self.refine_weight)
         return Understood(reading.glued, True, "refines", followup)
@@ -256,5 +263,6 @@ class FollowupCondenser:
 
     def _understood(self, x: dict[str, Any]) -> Understood:
         text = _standalone(max(4 * len(x["input"]), self.rule.max_chars))(StrOutputParser().invoke(x["condensed"]))
-        used = normalize(text).strip(" ?.!") != normalize(x["input"]).strip(" ?.!")
+        # a message returned as written (a change of subject, perhaps without its «кстати») did not use the history
+        used = not set(analyze(text)) <= set(analyze(x["input"]))
         return Understood(text, used, backend_of(x["condensed"]))

@@ -28,7 +28,8 @@ class LawAwareRetriever(BaseRetriever):
     - a question naming a code («по Трудовому кодексу», «ҚК-нің») gets up to `min_docs` articles of that code
       the same way, and that code's articles count `named_boost` times their fused score;
     - the documents a follow-up prefers (`Followup.prefer_docs`: the codes the previous answer cited) are
-      treated as named, and its own words (`Followup.own`) are searched the same way and fused in (`Followup.own_weight`).
+      treated as named, and its own words (`Followup.own`) are searched the same way and fused in
+      (`Followup.own_weight`).
 
     Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
     matches of the whole corpus rather than after all of them. A plain `str` is analysed by `analyze`.
