@@ -54,6 +54,7 @@ class QAChain:
         self.editions = {e.key: e for e in read_manifest(settings.corpus_dir).documents}  # (doc_id, lang) → entry
         rule = FollowupRule(
             search=lambda q: [doc_id for doc_id, _, _ in retrieval.rank_articles(q, 5)],
+            best_match=retrieval.best_match,
             max_chars=settings.followup_context_chars,
         )
         self.followup = FollowupCondenser(settings, rule, self.chat_model)

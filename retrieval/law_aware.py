@@ -28,7 +28,8 @@ class LawAwareRetriever(BaseRetriever):
     - a question naming a code («по Трудовому кодексу», «ҚК-нің») gets up to `min_docs` articles of that code
       the same way, and that code's articles count `named_boost` times their fused score;
     - the documents a follow-up prefers (`Followup.prefer_docs`: the codes the previous answer cited) are
-      treated as named, and its own words (`Followup.own`) are searched the same way and fused in.
+      treated as named, and its own words (`Followup.own`) are searched the same way and fused in
+      (`Followup.own_weight`).
 
     Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
     matches of the whole corpus rather than after all of them. A plain `str` is analysed by `analyze`.
@@ -47,9 +48,6 @@ class LawAwareRetriever(BaseRetriever):
     named_boost: float = 3.0
     """Score multiplier of the articles of a code the question names (1: no preference)."""
     code_id: str = CRIMINAL_CODE_ID
-    own_weight: float = 0.3
-    """Weight of a follow-up's own words' ranking in the fusion with the query's (whose weight is 1); below 1,
-    the conversation's search keeps the top and the own words' strong matches join it."""
     rrf_c: float = 5.0
     """Reciprocal-rank constant of that fusion."""
 
@@ -60,7 +58,9 @@ class LawAwareRetriever(BaseRetriever):
         if not own or own == query:
             return docs
         own_query = Query(own, self.analyze(own))
-        return self._fuse([(1.0, docs), (self.own_weight, self._law_aware(own_query, prefer, run_manager))])
+        # `own_weight` below 1: the conversation's search keeps the top and the own words' strong matches join it
+        own_weight = query.followup.own_weight
+        return self._fuse([(1.0, docs), (own_weight, self._law_aware(own_query, prefer, run_manager))])
 
     def _fuse(self, rankings: list[tuple[float, list[Document]]]) -> list[Document]:
         """Reciprocal-rank fusion per article; each article keeps its Document from the first list having it."""

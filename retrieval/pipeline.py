@@ -268,6 +268,16 @@ class Retrieval:
         timings["total_ms"] = (time.perf_counter() - start) * 1000
         return RetrievalResult(query=query.info, docs=docs, timings=timings, verdict=verdict)
 
+    def best_match(self, question: str) -> float | None:
+        """BM25's best chunk score for the question as searched (augmented); None without BM25. How much of a
+        glued follow-up's best match its message alone explains is what `answer/followup.py` reads it by."""
+        if self.chunk_scores is None:
+            return None
+        if not any(ch.isalnum() for ch in question):
+            return 0.0
+        scores = self.chunk_scores(self.analyze(question).augmented)
+        return float(scores.max()) if len(scores) else 0.0
+
     def verdict(
         self, info: QueryInfo, chunk_scores: np.ndarray | None = None, *, message: str | None = None
     ) -> Verdict:

@@ -18,14 +18,15 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Followup:
-    """What a conversation adds to the search of a follow-up: the documents the previous answer cited,
-    preferred like a code the question names; the message's own words, searched too and fused with the search
-    of the question (the conversation glued before them); and the remedy-route articles the previous answer
-    already gave, not put at the top again. Empty (the default) for a single question: nothing changes."""
+    """What a conversation adds to the search of a follow-up: documents to prefer like a code the question
+    names; the message's own words, searched too and fused with the search of the question (the conversation
+    glued before them) at `own_weight` against 1; and the remedy-route articles the previous answer already gave,
+    not put at the top again. Empty (the default) for a single question: nothing changes."""
 
     prefer_docs: tuple[str, ...] = ()
     own: str = ""
     given: frozenset[ArticleKey] = frozenset()
+    own_weight: float = 0.3
 
 
 NO_FOLLOWUP = Followup()  # a single question's

@@ -3,9 +3,11 @@ Groq server, and the chain answering a follow-up in the context of the conversat
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from answer.followup import FollowupCondenser, FollowupRule, glue, history_messages
+from answer.followup import FollowupCondenser, glue, history_messages
 from answer.llm import build_chat_model
 from answer.records import Exchange
 from corpus.legal.registry import CRIMINAL_CODE_ID
@@ -88,7 +90,7 @@ def test_a_question_with_strong_matches_elsewhere_stands_alone(chain):
     history = asked(chain, "Что будет за кражу?")
     question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
     understood = chain.understand(question, history)
-    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "own subject")
+    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "new subject")
     # and the other way round: a theft question after a labour one
     understood = chain.understand("Какое наказание за кражу телефона?", asked(chain, question))
     assert not understood.used_history
@@ -102,7 +104,7 @@ def test_a_question_naming_its_own_article_stands_alone(chain):
 def test_a_short_follow_up_in_the_same_area_leans_on_the_conversation(chain):
     history = asked(chain, "Сосед избил меня, врачи установили тяжкий вред здоровью.")
     understood = chain.understand("Сколько лет ему грозит?", history)
-    assert understood.used_history and understood.how == "context"
+    assert understood.used_history and understood.how == "continues"
     assert (CRIMINAL_CODE_ID, "106") in top(chain, understood.search_question, 10)
 
 
@@ -169,14 +171,14 @@ def test_when_no_model_answers_the_rule_decides(chain, groq_server):
     history = asked(chain, FRAUD)
     understood = condenser(chain, settings).invoke(LARGE, history)
     assert len(groq_server.received) == 1  # asked, refused with 429
-    assert (understood.search_question, understood.how) == (f"{FRAUD} {LARGE}", "continuation")
+    assert (understood.search_question, understood.how) == (f"{FRAUD} {LARGE}", "continues")
 
 
 def test_an_unusable_model_reply_falls_back_to_the_rule(chain, groq_server):
     groq_server.reply = "   "
     settings = with_backends(chain.settings, groq=groq_server.url)
     understood = condenser(chain, settings).invoke(LARGE, asked(chain, FRAUD))
-    assert understood.how == "continuation" and len(groq_server.received) == 1
+    assert understood.how == "continues" and len(groq_server.received) == 1
 
 
 def test_the_chain_answers_the_condensed_question(corpus_slice, bm25_retrieval, groq_server):
@@ -197,13 +199,20 @@ def test_the_chain_answers_the_condensed_question(corpus_slice, bm25_retrieval, 
     assert "Статья 190. Мошенничество" in answer_prompt
 
 
-def test_focus_decides_what_counts_as_strong_matches_of_its_own(chain):
-    question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
-    assert chain.followup.rule.focused_doc(question) == TK
+def test_the_thresholds_decide_between_continuing_refining_and_a_new_subject(chain):
     history = asked(chain, "Что будет за кражу?")
-    never = FollowupRule(search=chain.followup.rule.search, focus=1.01)  # no search is ever focused enough
-    assert never.focused_doc(question) is None
-    assert never(question, history).used_history
+    question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
+    reading = chain.followup.rule.read(question, history)
+    assert reading.share is not None and reading.share > 0.5  # the message alone explains most of the glued match
+    assert TK in reading.own_docs and CRIMINAL_CODE_ID in reading.previous_docs
+    assert chain.followup.rule.decide(question, reading).how == "new subject"
+    rule = chain.followup.rule
+    assert dataclasses.replace(rule, new_subject=1.01).decide(question, reading).how == "refines"
+    assert dataclasses.replace(rule, lean=1.01).decide(question, reading).how == "continues"
+    # a message that says little on its own continues the conversation
+    elliptical = rule.read(LARGE, asked(chain, FRAUD))
+    assert elliptical.share is not None and elliptical.share < rule.lean
+    assert rule.decide(LARGE, elliptical).followup.own_weight == rule.continue_weight
 
 
 # --- what the conversation adds to the search: the previous answer's codes, its remedy route ---------------
@@ -218,14 +227,15 @@ def test_a_single_question_ranks_the_same_with_an_empty_followup(chain):
         assert chain.retrieval.rank_articles(question, 20) == chain.retrieval.rank_articles(question, 20, Followup())
 
 
-def test_the_rule_passes_on_the_previous_answers_codes_and_remedy_route(chain):
+def test_the_rule_passes_on_the_remedy_route_not_the_previous_answers_code(chain):
     history = asked(chain, DISMISSED)
     cited = [s for s in history[-1].sources if not s.remedy]
     remedies = {(s.doc_id, s.article) for s in history[-1].sources if s.remedy}
     assert cited and remedies  # a labour dispute: the Labour Code and its route (ТК 159/160)
     understood = chain.understand("Должны ли сначала взять с меня объяснение?", history)
     assert understood.used_history
-    assert understood.followup.prefer_docs == (TK,) and understood.followup.given == remedies
+    # the message's own terms decide the code: the previous answer's is not boosted
+    assert understood.followup.prefer_docs == () and understood.followup.given == remedies
     # a change of subject carries nothing over
     assert chain.understand("Другой вопрос: что будет за кражу?", history).followup == Followup()
     assert chain.understand("Что будет за кражу?", []).followup == Followup()
@@ -246,17 +256,61 @@ def test_a_remedy_route_already_given_is_not_put_at_the_top_again(chain):
     assert not {(d, a) for d, a, _ in again} & set(route)
 
 
-def test_a_follow_up_finds_the_aspect_it_asks_about_in_the_previous_answers_code(chain):
+def test_the_own_words_weight_pulls_their_articles_up(chain):
     # «Должны ли сначала взять с меня объяснение?» after a dismissal for absence: the glued search stays on the
-    # dismissal articles the first turn's words name; the message's own words, searched too within the Labour
-    # Code, find the procedure of a disciplinary penalty (ТК 65: the written explanation first)
+    # dismissal articles the first turn's words name; the message's own words, fused at a higher weight, bring
+    # their own best article up
     question = "Должны ли сначала взять с меня объяснение?"
     understood = chain.understand(question, asked(chain, DISMISSED))
     assert understood.used_history and understood.followup.own == question
-    glued = chain.retrieval.rank_articles(understood.search_question, 20)
-    fused = chain.retrieval.rank_articles(understood.search_question, 20, understood.followup)
-    assert rank_of(fused, (TK, "65")) < rank_of(glued, (TK, "65"))
+    own_best = top(chain, question, 1)[0]
+    light = chain.retrieval.rank_articles(understood.search_question, 20, Followup(own=question, own_weight=0.1))
+    heavy = chain.retrieval.rank_articles(understood.search_question, 20, Followup(own=question, own_weight=1.0))
+    assert rank_of(heavy, own_best) < rank_of(light, own_best)
 
 
 def rank_of(ranked: list[tuple[str, str, float]], key: tuple[str, str]) -> int:
     return next((i for i, (d, a, _) in enumerate(ranked, 1) if (d, a) == key), len(ranked) + 1)
+
+
+# --- continues, refines or changes the subject: read by retrieval, not by word lists -----------------------------
+
+
+def test_a_new_subject_after_a_continuation_word_is_not_glued(chain):
+    # «И ещё: …» opens like a continuation but asks something new: the speeding fine after a dismissal
+    history = asked(chain, DISMISSED)
+    question = "И ещё: какой штраф за превышение скорости?"
+    understood = chain.understand(question, history)
+    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "new subject")
+    assert top(chain, understood.search_question, 5)[0][0] == KOAP
+
+
+def test_the_messages_own_terms_leave_the_previous_answers_code(chain):
+    # after a drunk-driving answer (КоАП), a question about being dismissed for it lands in the Labour Code
+    history = asked(chain, "Меня остановили пьяным за рулём.")
+    assert {s.doc_id for s in history[-1].sources} == {KOAP}
+    result = chain.invoke("А может ли работодатель уволить за появление на работе в состоянии опьянения?", history)
+    assert result.sources and result.sources[0].doc_id == TK
+
+
+def test_the_model_reads_a_refinement_and_a_change_of_subject_with_the_exact_prompt(chain, groq_server):
+    history = asked(chain, "Что будет за кражу?")
+    settings = with_backends(chain.settings, groq=groq_server.url)
+    system = (settings.prompts_dir / "condense.ru.txt").read_text(encoding="utf-8").strip()
+    groq_server.reply = "Что грозит за хищение, если при этом угрожали ножом?"
+    refined = condenser(chain, settings).invoke("А если при этом угрожали ножом?", history)
+    assert refined.search_question == "Что грозит за хищение, если при этом угрожали ножом?"
+    assert refined.used_history and refined.how == "groq"
+    # a change of subject opening like a continuation: the model returns it as written, without the «И ещё:»
+    groq_server.reply = "Какой штраф за превышение скорости?"
+    switched = condenser(chain, settings).invoke("И ещё: какой штраф за превышение скорости?", history)
+    assert switched.search_question == "Какой штраф за превышение скорости?" and not switched.used_history
+    for req, message in zip(
+        groq_server.received, ("А если при этом угрожали ножом?", "И ещё: какой штраф"), strict=True
+    ):
+        sent = req.messages()
+        assert sent[0] == {"role": "system", "content": system}
+        assert sent[1]["content"] == "Что будет за кражу?" and "Статья 188. Кража" in sent[2]["content"]
+        assert sent[-1]["content"].startswith(message)
+    # the prompt tells the model the three kinds apart, not by the opening words
+    assert "уточняет ту же ситуацию" in system and "не по первым словам" in system
