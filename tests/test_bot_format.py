@@ -221,14 +221,25 @@ def test_kazakh_answer_cites_a_russian_only_code_in_kazakh_with_one_note(setting
         "Заң, 7-бап. Тұтынушылардың құқықтары</a>"
     )
     # The same sources in a Russian answer: as before, no note.
-    russian = format_answer(dataclasses.replace(result, sources=tuple(make_source(i, "K1500000414", n, t) for i, n, t in LABOUR), lang="ru"), "ru")
+    russian = format_answer(
+        dataclasses.replace(
+            result, sources=tuple(make_source(i, "K1500000414", n, t) for i, n, t in LABOUR), lang="ru"
+        ),
+        "ru",
+    )
     assert "ТК РК, Статья 88." in russian[0] and "<i>" not in russian[0]
 
 
 def test_article_asked_in_kazakh_but_only_in_russian_says_so() -> None:
     article = Article(
-        doc_id="K1500000414", lang="ru", number="113", title="Порядок и сроки выплаты заработной платы", text="1. …",
-        status="repealed", edition_date="16.07.2025", url="https://adilet.zan.kz/rus/docs/K1500000414",
+        doc_id="K1500000414",
+        lang="ru",
+        number="113",
+        title="Порядок и сроки выплаты заработной платы",
+        text="1. …",
+        status="repealed",
+        edition_date="16.07.2025",
+        url="https://adilet.zan.kz/rus/docs/K1500000414",
     )
     [message] = format_article(article, lang="kk")
     assert message == (

@@ -76,7 +76,8 @@ async def test_kazakh_answer_and_article_through_the_real_chain(api, corpus_slic
         text = sent[-1].params["text"]
         # The quotes: the article under its Kazakh heading, the note under it (once, not again under the sources).
         assert re.search(
-            rf"\[S\d\] ҚР ЕК, 22-бап\. Основные права и обязанности работника\n{kazakh_page.replace('kaz', 'rus')}[^\n]*\n"
+            r"\[S\d\] ҚР ЕК, 22-бап\. Основные права и обязанности работника\n"
+            r"https://adilet\.zan\.kz/rus/docs/K1500000414[^\n]*\n"
             rf"{note} келтірілді; қазақша мәтіні: {kazakh_page}\n1\. Работник имеет право на:",
             text,
         )
