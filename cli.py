@@ -115,9 +115,13 @@ def _print_result(result: QAResult, pending: IndexPending | None = None) -> None
         f"[bold]{heading}[/bold] ({result.backend}, {result.template}, "
         f"{'grounded' if result.grounded else 'not grounded'}{searched}):"
     )
+    shown = result.answer
     for s in result.sources:
         edition = f" ({s.edition()})" if s.edition() else ""
         console.print(f"  [{s.source_id}] {s.citation()}{edition} — {s.url}", markup=False, highlight=False)
+        if s.note and s.note not in shown:  # its text is in the other language: said once per document
+            shown += s.note
+            console.print(f"      {s.note}", markup=False, highlight=False)
     console.print("[dim]" + ", ".join(f"{k} {v:.0f}" for k, v in result.timings.items()) + "[/dim]")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import re
@@ -14,6 +15,8 @@ from answer.records import Source
 from answer.templates import load_phrases
 from config import Settings
 from corpus.lang import lang_of
+from corpus.legal import code_name, source_url
+from corpus.legal.registry import SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import analyze
 
@@ -103,11 +106,15 @@ def select_parts(body: str, question: str, limit: int, lang: Lang | None = None)
     return "\n".join(out)
 
 
-def to_sources(docs: Sequence[Document], settings: Settings, question: str | None = None) -> tuple[Source, ...]:
+def to_sources(
+    docs: Sequence[Document], settings: Settings, question: str | None = None, lang: Lang | None = None
+) -> tuple[Source, ...]:
     """One `Source` per article, best first, labelled S1, S2, …; repeated chunks of an article are dropped.
 
     With `question`, each snippet is the article's parts that match it (`select_parts`) within
-    settings.prompt_source_chars: what the chat model reads. Without, the first context_max_chars."""
+    settings.prompt_source_chars: what the chat model reads. Without, the first context_max_chars. With `lang`,
+    the answer's language, an article the corpus has only in the other language is cited in `lang`
+    (`in_answer_lang`)."""
     sources: list[Source] = []
     seen: set[str] = set()
     for doc in docs:
@@ -133,7 +140,19 @@ def to_sources(docs: Sequence[Document], settings: Settings, question: str | Non
                 remedy=bool(m.get("remedy", False)),
             )
         )
-    return tuple(sources)
+    if lang is None:
+        return tuple(sources)
+    return tuple(in_answer_lang(s, lang, settings) for s in sources)
+
+
+def in_answer_lang(source: Source, lang: Lang, settings: Settings) -> Source:
+    """`source` cited in the answer's language `lang` when its text is in the other one: the code's name and the
+    article's label in `lang` («ҚР ЕК, 113-бап. …»; the title stays the text's), and a one-line note in `lang`
+    that the text is in the other language, linking the document's page in `lang` on adilet."""
+    if source.lang == lang or source.doc_id not in SOURCES_BY_ID:
+        return source
+    note = load_phrases(settings, lang).other_language_text.format(url=source_url(source.doc_id, lang))
+    return dataclasses.replace(source, code=code_name(source.doc_id, lang), cite_lang=lang, note=note)
 
 
 def label(source: Source, settings: Settings) -> str:

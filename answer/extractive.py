@@ -150,6 +150,7 @@ def extractive_answer(
     substance = [s for s in sources if not s.remedy] or list(sources)
     quoted = _relevant(substance, question_terms, is_range=is_range, is_criminal=is_criminal)
     blocks: list[str] = []
+    noted: set[str] = set()  # documents whose note was given
     for rank, source in enumerate(quoted):
         crime = is_criminal and source.doc_id == CRIMINAL_CODE_ID
         budget = TOP_SOURCE_CHARS if rank == 0 and not is_range else OTHER_SOURCE_CHARS
@@ -157,6 +158,9 @@ def extractive_answer(
         lines = [label(source, settings)]
         if source.url:
             lines.append(source.url)
+        if source.note and source.doc_id not in noted:  # a Kazakh answer quoting a Russian-only text says so,
+            noted.add(source.doc_id)  # once per document, and links the document's Kazakh page
+            lines.append(source.note)
         if picked:
             lines.append(_quote(source, picked))
         blocks.append("\n".join(lines))
@@ -182,7 +186,7 @@ def abstention(verdict: Verdict, *, lang: Lang, settings: Settings) -> str:
             else phrases.no_such_article_anywhere.format(article=ref.article)
             for ref in verdict.missing
         ]
-        possibly = to_sources(verdict.suggestions, settings)
+        possibly = to_sources(verdict.suggestions, settings, lang=lang)
         if possibly:
             lines += ["", phrases.possibly, *(f"— {s.citation()}: {s.url}" for s in possibly)]
         return "\n".join(lines)

@@ -89,7 +89,7 @@ def answer_question(
     template = select_template(is_range, is_criminal)
     phrases = load_phrases(settings, lang)
     # The model reads each article's parts that match the question; the quotes choose from the whole text.
-    sources = to_sources(docs, settings, question=question)
+    sources = to_sources(docs, settings, question=question, lang=lang)
     context = format_context(sources, settings)
     model = chat_model if chat_model is not None else build_chat_model(settings)
     lap("context")
@@ -144,7 +144,7 @@ def answer_question(
 
     extract = extractive_answer(
         question,
-        to_sources(docs, settings),
+        to_sources(docs, settings, lang=lang),
         lang=lang,
         is_criminal=is_criminal,
         is_range=is_range,

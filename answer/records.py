@@ -31,15 +31,20 @@ class Source:
     remedy: bool = False  # how to defend the right (a remedy route's article), not the substance
     edition_date: str | None = None  # the cited document's edition (DD.MM.YYYY), from the corpus manifest
     edition_basis: str | None = None  # "as_of" (the page's own date) or "amended_through" (latest amendment cited)
+    # The answer's language when the corpus has the article only in another one (a Kazakh answer quoting the
+    # Russian text of a code): `code` and the citation are then in it («ҚР ЕК, 113-бап. …»), and `note`, one line
+    # in it, says that the text is in the other language and links the document's page in the answer's language.
+    cite_lang: Lang | None = None
+    note: str = ""
 
     def citation(self) -> str:
-        """«УК РК, Статья 188. Кража» / «ҚР ҚК, 188-бап. Ұрлық» (corpus.legal.citation)."""
-        return citation(self.code, self.article, self.title, self.lang)
+        """«УК РК, Статья 188. Кража» / «ҚР ҚК, 188-бап. Ұрлық» (corpus.legal.citation), in `cite_lang` when set."""
+        return citation(self.code, self.article, self.title, self.cite_lang or self.lang)
 
     def edition(self, lang: Lang | None = None) -> str:
         """«редакция по состоянию на 20.03.2026» / «редакция с изменениями по 16.01.2026» in `lang` (default: the
-        source's); "" when unknown."""
-        return edition_label(self.edition_date, self.edition_basis, lang or self.lang)
+        citation's); "" when unknown."""
+        return edition_label(self.edition_date, self.edition_basis, lang or self.cite_lang or self.lang)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ class Phrases(BaseModel):
     model_failed: str
     budget_spent: str  # the model's request budget (answer/budget.py) is spent for now
     repealed: str
+    # a source whose text is in the other language (no text in the answer's): {url}, its page in this language
+    other_language_text: str
     # what cannot be answered (retrieval's verdict): {code}, {article}, {name}, {codes} are filled in
     no_such_article: str
     no_such_article_anywhere: str

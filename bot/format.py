@@ -12,7 +12,8 @@ from telegram.constants import MessageLimit
 from answer.links import unlink
 from answer.records import QAResult, Source
 from bot.texts import t
-from corpus.legal import code_name, heading
+from corpus.legal import code_name, heading, source_url
+from corpus.legal.registry import SOURCES_BY_ID
 from corpus.records import Article, Lang
 from corpus.store import LangTotals
 
@@ -177,6 +178,20 @@ def source_line(source: Source, lang: Lang) -> str:
     return line
 
 
+def source_lines(sources: Iterable[Source], lang: Lang, answer: str = "") -> list[str]:
+    """A line per source; under the first source of a document whose text is in another language than the
+    answer's, its note (the text is Russian, the Kazakh page is …) in italics, unless the `answer` (quotes) has
+    it already."""
+    lines: list[str] = []
+    noted: set[str] = set()
+    for s in sources:
+        lines.append(source_line(s, lang))
+        if s.note and s.doc_id not in noted and s.note not in answer:
+            noted.add(s.doc_id)
+            lines.append(f"<i>{escape(s.note)}</i>")
+    return lines
+
+
 def edition_lines(sources: Iterable[Source], lang: Lang) -> list[str]:
     """«УК РК — редакция по состоянию на 20.03.2026»: the edition of each cited document, once, in `lang`."""
     lines: dict[tuple[str, str], str] = {}
@@ -260,23 +275,29 @@ def format_answer(result: QAResult, lang: Lang, limit: int = MAX_MESSAGE) -> lis
         blocks.append(f"<i>{t('not_grounded', lang)}</i>")
     sources = unique_sources(result.sources)
     if sources:
-        blocks.append(f"<b>{t('sources', lang)}</b>\n" + "\n".join(source_line(s, lang) for s in sources))
+        blocks.append(f"<b>{t('sources', lang)}</b>\n" + "\n".join(source_lines(sources, lang, result.answer)))
         if editions := edition_lines(sources, lang):
             blocks.append(f"<i>{t('editions', lang)}</i>\n" + "\n".join(editions))
     return split_html("\n\n".join(blocks), limit)
 
 
-def article_heading(article: Article) -> str:
-    """«УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық» (corpus.legal.heading); a title's closing period is
-    not shown in the bold heading."""
-    return heading(code_name(article.doc_id, article.lang), article.number, article.title.rstrip(". "), article.lang)
+def article_heading(article: Article, lang: Lang | None = None) -> str:
+    """«УК РК. Статья 188. Кража» / «ҚР ҚК. 188-бап. Ұрлық» (corpus.legal.heading) in `lang` (default: the
+    article's; the title stays in the text's language); a title's closing period is not shown in the bold heading."""
+    lang = lang or article.lang
+    return heading(code_name(article.doc_id, lang), article.number, article.title.rstrip(". "), lang)
 
 
-def format_article(article: Article, limit: int = MAX_MESSAGE, note: str = "") -> list[str]:
+def format_article(article: Article, limit: int = MAX_MESSAGE, note: str = "", lang: Lang | None = None) -> list[str]:
     """The article verbatim under its heading, with its status, edition and adilet link, as HTML messages;
-    `note` (HTML) in italics under the heading."""
-    lang = article.lang
-    blocks = [f"<b>{escape(article_heading(article))}</b>"]
+    `note` (HTML) in italics under the heading. `lang`: the language asked for (default: the article's); an
+    article the corpus has only in the other language is headed in `lang`, with a line saying so that links the
+    document's page in `lang`."""
+    lang = lang or article.lang
+    blocks = [f"<b>{escape(article_heading(article, lang))}</b>"]
+    if lang != article.lang and article.doc_id in SOURCES_BY_ID:
+        page = link(source_url(article.doc_id, lang), "adilet.zan.kz")
+        blocks.append(f"<i>{t('article_other_lang', lang)} {page}</i>")
     if note:
         blocks.append(f"<i>{note}</i>")
     if article.status == "repealed":

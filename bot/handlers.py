@@ -112,17 +112,17 @@ async def article_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
         return
     code, number = parsed.code, parsed.number
     svc = services(context)
+    wanted = article_lang(code, lang)
     async with typing(message):
         article = await run_blocking(
-            context,
-            functools.partial(svc.lookup, code, number, settings=svc.settings, lang=article_lang(code, lang)),
+            context, functools.partial(svc.lookup, code, number, settings=svc.settings, lang=wanted)
         )
     if article is None:
         await reply(message, t("article_not_found", lang, code=shorten(code), number=shorten(number)))
         return
     # «УК 188 часть 2», «УК 188 189»: the article is shown whole, and what was not used is said
     note = t("article_ignored", lang, ignored=shorten(parsed.ignored)) if parsed.ignored else ""
-    await reply_parts(message, format_article(article, note=note))
+    await reply_parts(message, format_article(article, note=note, lang=wanted))
 
 
 async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

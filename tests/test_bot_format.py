@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
+from answer.context import in_answer_lang
 from answer.links import links
 from answer.records import QAResult
 from bot.format import MAX_MESSAGE, article_heading, format_answer, format_article, split_html
@@ -34,6 +35,10 @@ TELEGRAM_TAGS = {
     "tg-spoiler",
     "span",
 }
+LABOUR = [
+    (1, "88", "Продолжительность основного оплачиваемого ежегодного трудового отпуска"),
+    (2, "113", "Порядок и сроки выплаты заработной платы"),
+]
 BAD_AMPERSAND = re.compile(r"&(?!(?:#\d+|#x[0-9a-fA-F]+|[A-Za-z]+);)")
 
 
@@ -193,6 +198,58 @@ def test_article_heading_in_both_languages() -> None:
     kk = Article(doc_id="K1400000226", lang="kk", number="188", title="Ұрлық", text="...")
     assert article_heading(ru) == "УК РК. Статья 188. Кража"
     assert article_heading(kk) == "ҚР ҚК. 188-бап. Ұрлық"
+
+
+def test_kazakh_answer_cites_a_russian_only_code_in_kazakh_with_one_note(settings) -> None:
+    """Two Labour Code articles (Russian text) in a Kazakh answer: Kazakh names, and the note once, under the
+    first of them; the Kazakh law beside them has its own text and no note."""
+    labour = [in_answer_lang(make_source(i, "K1500000414", n, t), "kk", settings) for i, n, t in LABOUR]
+    consumer = make_source(3, "Z100000274_", "7", "Тұтынушылардың құқықтары", lang="kk")
+    result = QAResult("Демалыс?", "Жауап [S1].", (*labour, consumer), "universal", "extractive", "kk", True)
+    [message] = format_answer(result, "kk")
+    note = (
+        "<i>Бұл баптың қазақ тіліндегі мәтіні осы корпуста жоқ, орыс тіліндегі мәтіні келтірілді; қазақша мәтіні: "
+        "https://adilet.zan.kz/kaz/docs/K1500000414</i>"
+    )
+    assert message.endswith(
+        "<b>Дереккөздер:</b>\n"
+        '<b>[S1]</b> <a href="https://adilet.zan.kz/rus/docs/K1500000414#z88">ҚР ЕК, 88-бап. Продолжительность '
+        f"основного оплачиваемого ежегодного трудового отпуска</a>\n{note}\n"
+        '<b>[S2]</b> <a href="https://adilet.zan.kz/rus/docs/K1500000414#z113">ҚР ЕК, 113-бап. Порядок и сроки '
+        "выплаты заработной платы</a>\n"
+        '<b>[S3]</b> <a href="https://adilet.zan.kz/kaz/docs/Z100000274_#z7">Тұтынушылардың құқықтарын қорғау туралы '
+        "Заң, 7-бап. Тұтынушылардың құқықтары</a>"
+    )
+    # The same sources in a Russian answer: as before, no note.
+    russian = format_answer(
+        dataclasses.replace(
+            result, sources=tuple(make_source(i, "K1500000414", n, t) for i, n, t in LABOUR), lang="ru"
+        ),
+        "ru",
+    )
+    assert "ТК РК, Статья 88." in russian[0] and "<i>" not in russian[0]
+
+
+def test_article_asked_in_kazakh_but_only_in_russian_says_so() -> None:
+    article = Article(
+        doc_id="K1500000414",
+        lang="ru",
+        number="113",
+        title="Порядок и сроки выплаты заработной платы",
+        text="1. …",
+        status="repealed",
+        edition_date="16.07.2025",
+        url="https://adilet.zan.kz/rus/docs/K1500000414",
+    )
+    [message] = format_article(article, lang="kk")
+    assert message == (
+        "<b>ҚР ЕК. 113-бап. Порядок и сроки выплаты заработной платы</b>\n\n"
+        "<i>Бұл баптың қазақ тіліндегі мәтіні осы корпуста жоқ, орыс тіліндегі мәтіні көрсетілді; қазақша мәтіні: "
+        '<a href="https://adilet.zan.kz/kaz/docs/K1500000414">adilet.zan.kz</a></i>\n\n'
+        "<i>Баптың күші жойылған.</i>\n\n1. …\n\n"
+        '16.07.2025 редакциясы · <a href="https://adilet.zan.kz/rus/docs/K1500000414">adilet.zan.kz</a>'
+    )
+    assert format_article(article, lang="ru") == format_article(article)
 
 
 def test_long_real_article_is_shown_whole_in_several_messages(shared_dir) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,13 +14,16 @@ import pytest
 
 from config import PROJECT_DIR, Settings
 from corpus.errors import UserError
+from corpus.legal.registry import ADILET_SOURCES
+from corpus.legal.registry import source as registry_entry
 from corpus.store import load_articles, load_chunks, load_manifest
 from ingest_adilet import pipeline
 from ingest_adilet.pipeline import IngestReport, ingest
-from tests.support.adilet_server import Reply, serve_adilet
+from tests.support.adilet_server import Reply, page_from_text, serve_adilet
 from tests.support.ingest import digests, make_source_dir, read_lines
 
 SLICE = ["Z2300000193", "Z1800000167"]  # two small laws, each in Russian and Kazakh
+LAND = "K030000442_"  # the Land Code: its Kazakh text is in ../shared, its saved page is an empty shell
 
 
 def outcomes(report: IngestReport) -> dict[tuple[str, str], str]:
@@ -187,6 +191,38 @@ def test_live_adilet_through_the_fetcher(settings: Settings, shared_dir: Path) -
     assert "K030000442_" in report.failures[0].reason
     manifest = load_manifest(live.corpus_dir)
     assert [(d.doc_id, d.source) for d in manifest.documents] == [("Z1300000094", "adilet")]
+
+
+def test_live_ingest_takes_every_document_in_kazakh(settings: Settings, shared_dir: Path) -> None:
+    """By default the live ingest asks adilet for every registry document in Kazakh too (the API, then the
+    page); a code served in Kazakh, the Land Code's first two chapters in a real page's markup
+    (tests/support/adilet_server.py `page_from_text`), becomes Kazakh articles and chunks under Kazakh names."""
+    text = (shared_dir / "corpus/kaz/K030000442_.txt").read_text(encoding="utf-8")
+    two_chapters = text[: re.search(r"(?m)^\s*3-тарау\.", text).start()]
+    page = page_from_text(shared_dir / "corpus/html/Z1300000094.html", two_chapters, registry_entry(LAND).title("kk"))
+    with serve_adilet() as adilet:
+        adilet.route(f"/kaz/docs/{LAND}", Reply.html(page))
+        live = settings.model_copy(
+            update={"adilet_base_url": adilet.base_url, "http_delay": 0.0, "http_backoff": 0.0, "http_retries": 0}
+        )
+        assert live.ingest_languages == ["ru", "kk"]
+        report = ingest(live, progress=False)
+    every = {s.doc_id for s in ADILET_SOURCES}
+    asked = {(r.path, tuple(r.query.get("language", ()))) for r in adilet.requests}
+    assert {(f"/api/documents/by-ngr/{d}", ("kaz",)) for d in every} <= asked
+    assert {(f"/kaz/docs/{d}", ()) for d in every} <= asked
+    assert {k for k, v in outcomes(report).items() if v == "ingested"} == {(LAND, "kk")}
+
+    manifest = load_manifest(live.corpus_dir)
+    assert [(d.doc_id, d.lang, d.source) for d in manifest.documents] == [(LAND, "kk", "adilet")]
+    articles = load_articles(live.corpus_dir)
+    assert [a.number for a in articles][:4] == ["1", "2", "3", "4"] and articles[-1].number == "19-1"
+    first = articles[0]
+    assert (first.lang, first.title) == ("kk", "Қазақстан Республикасының жер қоры")
+    assert first.url.startswith(f"https://adilet.zan.kz/kaz/docs/{LAND}#z")
+    chunks = load_chunks(live.corpus_dir)
+    assert {c.lang for c in chunks} == {"kk"} and {c.key for c in chunks} == {a.key for a in articles}
+    assert chunks[0].text.startswith("ҚР ЖК. 1-бап. Қазақстан Республикасының жер қоры\n")
 
 
 def test_unknown_document_is_a_user_error(settings: Settings, source: Path) -> None:

@@ -15,6 +15,7 @@ from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import load_articles
 from rag_chain import QAChain
 from tests.support.llm_servers import with_backends
+from tests.support.retrieval import CONSUMER, TK
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def chain(corpus_slice, hybrid_retrieval) -> QAChain:
     return QAChain(corpus_slice.settings, hybrid_retrieval, load_articles(corpus_slice.settings.corpus_dir))
+
+
+@pytest.fixture(scope="module")
+def lexical_chain(corpus_slice, bm25_retrieval) -> QAChain:
+    """The chain over the slice with BM25 alone: no vector index to build."""
+    return QAChain(corpus_slice.settings, bm25_retrieval, load_articles(corpus_slice.settings.corpus_dir))
 
 
 def test_crime_question_gets_extractive_answer_citing_theft(chain):
@@ -61,6 +68,56 @@ def test_kazakh_question_is_answered_in_kazakh(chain):
     assert result.lang == "kk" and result.template == "criminal"
     assert "ақпараттық сипатта" in result.answer or "заң кеңесі емес" in result.answer  # the Kazakh disclaimer
     assert any(s.doc_id == CRIMINAL_CODE_ID for s in result.sources)
+
+
+# The Kazakh note of a source whose text the corpus has only in Russian (prompts/phrases.kk.toml), for a document.
+def kazakh_note(doc_id: str) -> str:
+    return (
+        "Бұл баптың қазақ тіліндегі мәтіні осы корпуста жоқ, орыс тіліндегі мәтіні келтірілді; қазақша мәтіні: "
+        f"https://adilet.zan.kz/kaz/docs/{doc_id}"
+    )
+
+
+def test_kazakh_question_on_a_russian_only_code_quotes_it_under_kazakh_names(lexical_chain):
+    """The Labour Code is here only in Russian: a Kazakh answer names it in Kazakh («ҚР ЕК, 22-бап»), quotes the
+    Russian text and says so in one Kazakh line that links the code's Kazakh page."""
+    result = lexical_chain.invoke("ЕК 22-бап бойынша қызметкердің қандай құқықтары бар?")
+    assert result.lang == "kk" and result.backend == "extractive"
+    labour = next(s for s in result.sources if (s.doc_id, s.article) == (TK, "22"))
+    assert (labour.lang, labour.code, labour.cite_lang) == ("ru", "ҚР ЕК", "kk")
+    assert labour.citation() == "ҚР ЕК, 22-бап. Основные права и обязанности работника"
+    assert labour.url.startswith("https://adilet.zan.kz/rus/docs/K1500000414")
+    assert labour.note == kazakh_note(TK)
+    block = f"[{labour.source_id}] ҚР ЕК, 22-бап. Основные права и обязанности работника\n{labour.url}\n{labour.note}\n"
+    assert block in result.answer
+    assert "Работник имеет право на" in result.answer  # the Russian text itself
+    assert result.answer.count(labour.note) == 1  # once per document, however many of its articles are quoted
+    assert "ТК РК" not in result.answer and "Статья 22" not in result.answer
+    assert result.to_json()["sources"][0]["note"] == result.sources[0].note
+
+
+def test_kazakh_question_on_a_law_in_kazakh_gets_its_kazakh_text(lexical_chain):
+    """The consumer protection law is here in Kazakh too: its Kazakh text under its Kazakh heading, no note."""
+    result = lexical_chain.invoke("Тұтынушылардың құқықтарын қорғау туралы заңның 7-бабы бойынша құқықтарым қандай?")
+    assert result.lang == "kk"
+    rights = next(s for s in result.sources if (s.doc_id, s.article) == (CONSUMER, "7"))
+    assert (rights.lang, rights.cite_lang, rights.note) == ("kk", None, "")
+    assert rights.citation() == "Тұтынушылардың құқықтарын қорғау туралы Заң, 7-бап. Тұтынушылардың құқықтары"
+    assert rights.url.startswith("https://adilet.zan.kz/kaz/docs/Z100000274_")
+    assert f"[{rights.source_id}] {rights.citation()}\n{rights.url}\n" in result.answer
+    assert "құқықтары мен заңды мүдделерін қорғауға" in result.answer  # the Kazakh text itself
+    assert "қазақша мәтіні:" not in result.answer
+
+
+def test_kazakh_prompt_heads_russian_sources_in_kazakh(corpus_slice, bm25_retrieval, groq_server):
+    """The model reads the Labour Code's Russian text under its Kazakh heading, as the answer will cite it."""
+    groq_server.reply = "Қызметкер еңбек шартын жасасуға құқылы [S1]."
+    settings = with_backends(corpus_slice.settings, groq=groq_server.url)
+    chain = QAChain(settings, bm25_retrieval, load_articles(settings.corpus_dir))
+    chain.invoke("ЕК 22-бап бойынша қызметкердің қандай құқықтары бар?")
+    prompt = groq_server.received[-1].text_of("user")
+    assert "] ҚР ЕК, 22-бап. Основные права и обязанности работника\n" in prompt
+    assert "ТК РК" not in prompt
 
 
 def test_model_answer_through_groq(corpus_slice, hybrid_retrieval, groq_server):

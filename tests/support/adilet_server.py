@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -115,3 +117,55 @@ def article_body(page: Path) -> str:
     html = page.read_text(encoding="utf-8")
     start = html.index(">", html.index("<article")) + 1
     return html[start : html.index("</article>", start)]
+
+
+# A heading block of a text snapshot: «1-бап. …», «14-1-бап. …», «1-тарау. …», «2-бөлім. …», «Статья 1. …».
+_ARTICLE_LINE = re.compile(r"^(?:\d+(?:-\d+)*-бап\b|Статья\s+\d)")
+_PART_LINE = re.compile(r"^(?:\d+(?:-\d+)*-(?:тарау|бөлім)\b|Глава\s+\d|Раздел\s+\d)")
+_NBSP = "&nbsp;" * 5
+
+
+def page_from_text(shell_page: Path, text: str, title: str) -> str:
+    """An adilet page for a text whose page ../shared lacks (no Kazakh page is saved there): the real saved page
+    `shell_page` (its title block, `<div class="container_gamma text">`, the chrome after the law and the
+    footer) with its law text replaced by `text`, a plain-text snapshot (../shared/corpus/kaz/ID.txt, the
+    `get_text("\\n")` of such a page) written back in adilet's own markup: chapters as `<h3 id="zN">`, article
+    headings as `<p><b><a name="zN"></a>1-бап. …</b></p>`, paragraphs as `<p id="zN">&nbsp;… </p>`, footnotes
+    («Ескерту.», «Сноска.») as `<p class="note">`, editor's notes as red `<font>`. A link's text, which the
+    snapshot breaks onto its own line, is joined back into its paragraph."""
+    html = shell_page.read_text(encoding="utf-8")
+    start = html.index(">", html.index("<article")) + 1
+    end = html.index("</article>", start)
+    body = "\n".join(_markup(text))
+    page = html[:start] + body + html[end:]
+    h1 = page.index("<h1", page.index("container_alpha slogan"))
+    h1_text = page.index(">", h1) + 1
+    return page[:h1_text] + escape(title) + page[page.index("</h1>", h1_text) :]
+
+
+def _markup(text: str) -> Iterator[str]:
+    anchor = 0
+    for block in re.split(r"\n[ \t\u00a0]*\n", text):
+        # a block's lines are one paragraph, except a heading, which stands on its own line
+        paragraphs: list[list[str]] = [[]]
+        for line in block.split("\n"):
+            head = line.strip()
+            if _ARTICLE_LINE.match(head) or _PART_LINE.match(head):
+                paragraphs += [[head], []]
+            else:
+                paragraphs[-1].append(line)
+        for lines in paragraphs:
+            para = " ".join("".join(lines).split())
+            if not para:
+                continue
+            anchor += 1
+            if _PART_LINE.match(para):
+                yield f'<h3 id="z{anchor}"> {escape(para)}</h3>'
+            elif _ARTICLE_LINE.match(para):
+                yield f'<p><b><a name="z{anchor}"></a>{escape(para)}</b></p>'
+            elif para.startswith(("Ескерту", "Сноска")):
+                yield f'<p class="note" id="z{anchor}">\n{_NBSP} {escape(para)}</p>'
+            elif para.startswith(("ЗҚАИ-ның ескертпесі", "Примечание ИЗПИ", "Қолданушылар назарына")):
+                yield f'<font color="#FF0000">{_NBSP} {escape(para)}</font><br>'
+            else:
+                yield f'<p id="z{anchor}">\n{_NBSP} {escape(para)}</p>'
