@@ -245,10 +245,15 @@ class Settings(BaseSettings):
         description="Cached answers older than this many days are deleted (they are made from users' questions); "
         "0 keeps them until a new build replaces them.",
     )
-    # The LLM budget (answer/budget.py): each backend's requests and tokens per minute and per day, shared by every
-    # replica (DATABASE_URL, else DATA_DIR/cache/budget.sqlite) and kept current from the provider's x-ratelimit-*
-    # headers; 0 = no limit. Defaults: Groq's free tier for llama-3.3-70b-versatile (console.groq.com/docs/rate-limits).
-    groq_requests_per_minute: int = Field(default=30, ge=0)
+    # The LLM budget (answer/budget.py): Groq's figures from console.groq.com/docs/rate-limits.
+    groq_requests_per_minute: int = Field(
+        default=30,
+        ge=0,
+        description="The LLM budget of each backend (requests and tokens per minute and per day), shared by every "
+        "replica (DATABASE_URL, else DATA_DIR/cache/budget.sqlite) and kept current from the provider's x-ratelimit-* "
+        "headers and retry-after; 0 = no limit. A request it cannot cover (estimated prompt + LLM_MAX_TOKENS) goes to "
+        "the next backend unsent. Defaults: Groq's free tier for llama-3.3-70b-versatile.",
+    )
     groq_requests_per_day: int = Field(default=1000, ge=0)
     groq_tokens_per_minute: int = Field(default=12000, ge=0)
     groq_tokens_per_day: int = Field(default=100000, ge=0)

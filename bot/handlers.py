@@ -234,7 +234,12 @@ async def ask(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     logger.info(
         "answer %s",
         metrics.answer_line(
-            question_id, result.timings, backend=result.backend, template=result.template, status=result.status
+            question_id,
+            result.timings,
+            update_id=update.update_id,
+            backend=result.backend,
+            template=result.template,
+            status=result.status,
         ),
     )
     # Labels follow the answer's language: a Kazakh question gets a Kazakh answer whatever the interface.

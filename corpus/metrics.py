@@ -116,7 +116,7 @@ def answered(timings: Mapping[str, float], *, backend: str, template: str, statu
             STAGE_SECONDS.labels(stage=key.removesuffix("_ms")).observe(ms / 1000)
 
 
-def answer_line(question_id: int | str, timings: Mapping[str, float], **fields: object) -> str:
+def answer_line(question_id: int | str | None, timings: Mapping[str, float], **fields: object) -> str:
     """The structured log line of one answer: its question id, `fields` and each stage's milliseconds, as JSON."""
     stages = {key.removesuffix("_ms"): round(ms, 1) for key, ms in timings.items() if key.endswith("_ms")}
     return json.dumps({"question_id": question_id, **fields, "stages_ms": stages}, ensure_ascii=False)
