@@ -89,6 +89,18 @@ def read_json(path: Path, *, max_bytes: int = JSON_MAX_BYTES) -> Any:
     return parse_json(data, path, max_bytes=max_bytes)
 
 
+def read_meta(folder: Path) -> dict[str, Any]:
+    """An index folder's meta.json, {} when there is none; DamagedFile when it does not parse or is not an object."""
+    path = Path(folder) / "meta.json"
+    try:
+        meta = read_json(path)
+    except FileNotFoundError:
+        return {}
+    if not isinstance(meta, dict):
+        raise DamagedFile(path, "not a JSON object")
+    return meta
+
+
 def parse_json(data: bytes, path: Path, *, max_bytes: int = JSON_MAX_BYTES) -> Any:
     """`data` (at most `max_bytes` + 1 bytes read from `path`) as JSON; DamagedFile naming `path` when it is not."""
     if len(data) > max_bytes:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from scipy import sparse
 
 from config import Settings
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json, read_meta
 from corpus.lang import normalize, stem_kk, stem_ru
 from corpus.legal.registry import ADILET_SOURCES
 from corpus.records import Chunk, Lang, content_hash
@@ -270,7 +270,7 @@ def read_lexicon(folder: Path, expected: str | None = None) -> Lexicon | None:
     """The lexicon in `folder` (DATA_DIR/index/lexicon): None when not built, or (given the `expected`
     fingerprint) learned from another corpus or by another recipe; DamagedFile when its meta.json or lexicon.json
     is not what the build wrote (size, sha256, structure)."""
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     if not meta or (expected is not None and meta.get("fingerprint") != expected):
         return None
     path = folder / LEXICON_FILE
@@ -309,17 +309,6 @@ def load_lexicon(settings: Settings, chunks: Sequence[Chunk]) -> Lexicon:
     return lexicon
 
 
-def _read_meta(folder: Path) -> dict[str, Any]:
-    path = folder / "meta.json"
-    try:
-        meta = read_json(path)
-    except FileNotFoundError:
-        return {}
-    if not isinstance(meta, dict):
-        raise DamagedFile(path, "not a JSON object")
-    return meta
-
-
 def _recorded(folder: Path, meta: dict[str, Any]) -> FileDigest:
     try:
         return FileDigest.model_validate((meta.get("files") or {})[LEXICON_FILE])
@@ -329,7 +318,7 @@ def _recorded(folder: Path, meta: dict[str, Any]) -> FileDigest:
 
 def _unchanged(folder: Path, print_: str) -> bool:
     try:
-        meta = _read_meta(folder)
+        meta = read_meta(folder)
         if meta.get("fingerprint") != print_:
             return False
         return read_lexicon(folder, print_) is not None

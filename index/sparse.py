@@ -28,7 +28,7 @@ from scipy import sparse
 
 from config import Settings
 from corpus.errors import IndexNotReady
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_meta
 from corpus.progress import track
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
@@ -167,7 +167,7 @@ def check_sparse(settings: Settings, texts: Sequence[str] | None = None) -> dict
     texts; DamagedFile when meta.json does not parse. The check load_sparse makes, and /about's
     (index/summary.py)."""
     folder = settings.index_dir / "sparse"
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     if not meta:
         raise IndexNotReady(
             f"No latent-term index in {folder}: that search is skipped (`ingest_adilet index` builds it)"
@@ -275,18 +275,6 @@ def _npy_header(f: Any, path: Any, name: str) -> tuple[tuple[int, ...], np.dtype
     return tuple(shape), dtype
 
 
-def _read_meta(folder: Any) -> dict[str, Any]:
-    """meta.json, {} when there is none; DamagedFile when it does not parse."""
-    path = folder / "meta.json"
-    try:
-        meta = read_json(path)
-    except FileNotFoundError:
-        return {}
-    if not isinstance(meta, dict):
-        raise DamagedFile(path, "not a JSON object")
-    return meta
-
-
 def _recorded(folder: Any, meta: dict[str, Any]) -> FileDigest | None:
     """The size and sha256 meta.json records for the matrix (None from a build older than them)."""
     recorded = (meta.get("files") or {}).get(MATRIX_FILE)
@@ -299,7 +287,7 @@ def _recorded(folder: Any, meta: dict[str, Any]) -> FileDigest | None:
 def _unchanged(folder: Any, fingerprint: str) -> bool:
     """The matrix on disk holds these texts and is whole; a damaged one is logged and rebuilt from the cache."""
     try:
-        meta = _read_meta(folder)
+        meta = read_meta(folder)
         if meta.get("fingerprint") != fingerprint:
             return False
         check_file(folder / MATRIX_FILE, _recorded(folder, meta))
