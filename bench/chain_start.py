@@ -17,13 +17,13 @@ import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from bench.measured import run_measured
 
 QUESTION = "Что будет за кражу телефона?"
 CPU = "cpu:"  # the key prefix of a stage's CPU seconds (all threads of the process)
@@ -97,22 +97,14 @@ def child(data_dir: Path, question: str) -> None:
 
 def run(data_dir: Path, question: str) -> dict[str, Any]:
     """One child process: its stages plus the wall time from its start to the line it prints."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.chain_start", "--child", "--data-dir", str(data_dir), "--question", question],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    run = run_measured(
+        [sys.executable, "-m", "bench.chain_start", "--child", "--data-dir", str(data_dir), "--question", question]
     )
-    with ThreadPoolExecutor(2) as pool:  # drain both pipes while wait4 reaps the child with its own usage
-        out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)  # type: ignore[union-attr]
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"the child failed ({os.waitstatus_to_exitcode(status)}):\n{err.result()[-3000:]}")
-    result: dict[str, Any] = json.loads(out.result().strip().splitlines()[-1])
-    result["start → first retrieval"] = wall
-    result[CPU + "start → first retrieval"] = usage.ru_utime + usage.ru_stime
+    if run.code != 0:
+        raise SystemExit(f"the child failed ({run.code}):\n{run.err[-3000:]}")
+    result: dict[str, Any] = json.loads(run.out.strip().splitlines()[-1])
+    result["start → first retrieval"] = run.seconds
+    result[CPU + "start → first retrieval"] = run.cpu_seconds
     return result
 
 

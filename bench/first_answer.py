@@ -15,36 +15,23 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from bench.measured import run_measured
 
 QUESTION = "Что будет за кражу телефона?"
 
 
 def _ask(args: list[str]) -> tuple[float, float, dict, str]:
     """Seconds, peak RSS (MB), the --json result and stderr of `rag_chain ask --json ARGS`."""
-    started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rag_chain", "ask", "--json", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with ThreadPoolExecutor(2) as pool:  # drain both pipes while wait4 reaps the child with its own usage
-        out, err = pool.submit(proc.stdout.read), pool.submit(proc.stderr.read)  # type: ignore[union-attr]
-        _, status, usage = os.wait4(proc.pid, 0)
-        out, err = out.result(), err.result()
-    seconds = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"rag_chain ask {' '.join(args)} failed ({proc.returncode}):\n{err[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024, json.loads(out), err
+    run = run_measured([sys.executable, "-m", "rag_chain", "ask", "--json", *args])
+    if run.code != 0:
+        raise SystemExit(f"rag_chain ask {' '.join(args)} failed ({run.code}):\n{run.err[-2000:]}")
+    return run.seconds, run.peak_mb, json.loads(run.out), run.err
 
 
 def main(argv: list[str] | None = None) -> int:
