@@ -130,6 +130,7 @@ async def _warm_up(svc: BotServices, bot_data: dict[str, Any]) -> None:
             svc.executor, functools.partial(svc.lookup, "УК", "1", settings=svc.settings)
         )
     except ChainUnavailable as err:  # its details, once; rag_chain retries the load with backoff
+        metrics.error("chain_load", user=True)
         log_unavailable(err, "warm-up")
     except UserError as err:
         metrics.error("chain_load", user=True)

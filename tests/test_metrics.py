@@ -143,6 +143,7 @@ async def test_the_bot_serves_metrics_and_health(
         "LLM_BACKENDS": '["groq"]',
         "LEARNED_RANKER": "false",  # the shipped ranker is trained on the whole corpus, this is a slice
         "BACKGROUND_INDEX_BUILD": "false",
+        "LOAD_RETRY_SECONDS": "0.05",  # the chain is loaded again soon after the corpus arrives
         "METRICS_PORT": str(metrics_port),
         "METRICS_LISTEN": "127.0.0.1",
     }
@@ -176,10 +177,11 @@ async def test_the_bot_serves_metrics_and_health(
         status, body = await until_up(f"{base}/healthz")
         assert (status, body) == (503, "no chain loaded\n")
         failed = await (await ask(601, "Какое наказание за кражу?"))()
-        assert "ingest_adilet" in failed[-1].params["text"]  # the IndexNotReady message names the command
+        assert "недоступна" in failed[-1].params["text"]  # one plain sentence: the operator's command is logged
         assert (await get(f"{base}/healthz"))[0] == 503
 
         shutil.copytree(corpus_slice.settings.corpus_dir, data_dir / "corpus")  # the corpus arrives
+        await asyncio.sleep(1)  # past the failed load's backoff (LOAD_RETRY_SECONDS, doubled at each failure)
         by_model = (await (await ask(602, "Какое наказание за кражу?"))())[-1]
         assert by_model.params["text"].startswith("Кража — тайное хищение"), by_model.params["text"]
         assert await get(f"{base}/healthz") == (200, "ok\n")
@@ -259,6 +261,7 @@ FALLBACK_KEYS = [("kzlaw_fallbacks_total", {"cause": c}) for c in ("llm_error", 
 FALLBACK_KEYS += [
     ("kzlaw_fallbacks_total", {"cause": "no_sources"}),
     ("kzlaw_llm_errors_total", {"backend": "groq", "error": "RateLimitError"}),
+    ("kzlaw_fallbacks_total", {"cause": "budget_spent"}),
 ]
 
 
@@ -272,14 +275,21 @@ def test_fallbacks_and_failed_backends_are_counted_by_cause(
         return answer.backend
 
     counts = Counts(*FALLBACK_KEYS)
-    groq_server.rate_limit()  # Groq refuses, Ollama answers: a failed request, no fallback to the quotes
+    groq_server.rate_limit(retry_after=0)  # Groq refuses, Ollama answers: a failed request, no fallback to the quotes
     ollama_server.reply = THEFT_A
     assert ask(theft, with_backends(settings, groq=groq_server.url, ollama=ollama_server.url)) == "ollama"
-    assert counts.moved() == [0, 0, 0, 0, 1]
+    assert counts.moved() == [0, 0, 0, 0, 1, 0]
 
     ollama_server.reply = THEFT_A + " Кроме того, применяется статья 175 УК РК [S1]."  # not in the sources
     assert ask(theft, with_backends(settings, ollama=ollama_server.url)) == "extractive"
     assert ask(theft, settings) == "extractive"  # no backend configured
     assert ask([], with_backends(settings, ollama=ollama_server.url)) == "extractive"
     assert ask(theft, with_backends(settings, groq=groq_server.url)) == "extractive"  # the only backend fails
-    assert counts.moved() == [1, 1, 1, 1, 2]
+    assert counts.moved() == [1, 1, 1, 1, 2, 0]
+
+    groq_server.rate_limit()  # 20 s: the LLM budget learns it from retry-after …
+    assert ask(theft, with_backends(settings, groq=groq_server.url)) == "extractive"
+    sent = len(groq_server.received)
+    assert ask(theft, with_backends(settings, groq=groq_server.url)) == "extractive"  # … and sends nothing more
+    assert len(groq_server.received) == sent
+    assert counts.moved() == [2, 1, 1, 1, 3, 1]
