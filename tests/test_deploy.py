@@ -5,9 +5,11 @@ to 127.0.0.1). No container is built here: no base image can be pulled on this m
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,23 @@ def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:
     )
     done = subprocess.run([nginx, "-t", "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in (DEPLOY / "systemd").iterdir()))
+def test_systemd_accepts_the_unit(unit: str, tmp_path: Path) -> None:
+    """`systemd-analyze verify` (Debian's systemd) on each unit, the install's python being this one: an unknown key,
+    a missing ExecStart or a timer without its service is an error."""
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is not installed (.ci/run installs Debian's systemd)"
+    for path in (DEPLOY / "systemd").iterdir():  # a timer is checked with the service it starts
+        text = path.read_text(encoding="utf-8").replace("/srv/kz-law/.venv/bin/python", sys.executable)
+        (tmp_path / path.name.replace("@.", "@1.")).write_text(text, encoding="utf-8")
+    env = {**os.environ, "SYSTEMD_LOG_LEVEL": "warning"}
+    done = subprocess.run(
+        [analyze, "verify", "--man=no", f"./{unit.replace('@.', '@1.')}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
