@@ -72,11 +72,15 @@ class Cluster:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def pg_ctl(self, *args: str) -> None:
-        subprocess.run(
+        done = subprocess.run(
             [*self.run_as, str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), *args],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if done.returncode != 0:
+            log = self.folder / "log"
+            said = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"pg_ctl {args[-1]} failed ({done.returncode}): {done.stderr.strip()}\n{said}")
 
     def start(self) -> None:
         options = f"-h 127.0.0.1 -p {self.port} -k {self.folder} -F -c max_connections=400"
@@ -89,7 +93,10 @@ class Cluster:
 def start_cluster() -> Cluster:
     """initdb into a new folder under /tmp and start it on 127.0.0.1 at a free port, trusting local connections."""
     binaries = pg_bin()
-    folder = Path(tempfile.mkdtemp(prefix="kzlaw-pg-"))  # not under root's pytest folder: postgres cannot enter it
+    # Directly under /tmp, not under TMPDIR: the server's Unix socket lives in this folder and a socket's path may
+    # not exceed 107 bytes (a clone under a long path has a long TMPDIR); nor under root's pytest folder, which the
+    # postgres user cannot enter.
+    folder = Path(tempfile.mkdtemp(prefix="kzlaw-pg-", dir="/tmp"))
     run_as: list[str] = []
     if os.geteuid() == 0:
         user = "postgres" if _user_exists("postgres") else "nobody"
@@ -107,7 +114,7 @@ def start_cluster() -> Cluster:
 
 
 def remove_cluster(cluster: Cluster) -> None:
-    with contextlib.suppress(subprocess.CalledProcessError):
+    with contextlib.suppress(RuntimeError):
         cluster.stop()
     shutil.rmtree(cluster.folder, ignore_errors=True)
 
