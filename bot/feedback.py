@@ -381,6 +381,12 @@ class FeedbackStore:
                 .values(done_at=time.time())
             )
 
+    def update_done(self, update_id: int) -> bool:
+        """Whether the update was handled (by any process)."""
+        with self.engine.connect() as conn:
+            done = conn.execute(select(updates.c.done_at).where(updates.c.update_id == update_id)).scalar()
+        return done is not None
+
     def chat_turn(self, update_id: int, chat_id: int, *, now: float | None = None) -> bool:
         """Whether the question of `update_id` may be answered now: no earlier question of its chat is still
         being handled (by any process whose claim is alive)."""
