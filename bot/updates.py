@@ -33,6 +33,7 @@ from telegram import Update
 from telegram.ext import BaseUpdateProcessor
 
 from bot.feedback import UPDATE_LEASE, FeedbackStore
+from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,12 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
             except SQLAlchemyError as err:
                 logger.warning("update %d: its claim cannot be read (%s): handled now", update_id, _short(err))
                 claimed = None
+            if claimed and await self._sent_before(update):
+                logger.warning("update %d: its process stopped after sending the answer: marked handled", update_id)
+                await asyncio.to_thread(self.store.finish_update, update_id)
+                if asyncio.iscoroutine(coroutine):
+                    coroutine.close()
+                return
             if claimed:
                 logger.warning("update %d: taken over from a process that stopped handling it", update_id)
         renewing = asyncio.create_task(self._renew(update_id)) if claimed else None
@@ -112,6 +119,14 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
                     await asyncio.to_thread(self.store.finish_update, update_id)
                 except SQLAlchemyError as err:
                     logger.warning("update %d: could not be marked handled (%s)", update_id, _short(err))
+
+    async def _sent_before(self, update: Update) -> bool:
+        """Whether the question of an update taken over was answered by the process that held it."""
+        chat_id = question_chat(update)
+        if chat_id is None or update.message is None or not update.message.text:
+            return False
+        question = clean_text(update.message.text).strip()
+        return await asyncio.to_thread(self.store.answer_sent, update.update_id, chat_id, question)
 
     async def _renew(self, update_id: int) -> None:
         while True:
