@@ -18,7 +18,9 @@ Kazakh dialogues), sending each turn once the answer to the previous one has com
 second user sends /new and asks its first question again: the answer cache's hits over the replicas' /metrics.
 
 - time to answer: from the update entering the Bot API server to the message carrying the answer's rating buttons;
-  answers/s: the dialogues' answers over the dialogue phase's wall time;
+  answers/s: the dialogues' answers over the dialogue phase's wall time; "from cache": those of the dialogues'
+  answers the answer cache served (their log line has no stage but the total): users holding the same dialogue
+  share it, so with more users than dialogues many later turns are hits (--no-cache: every answer from the chain);
 - lost / duplicated: each question sent against the answers the chat got for it (the rating button's question id
   read back in PostgreSQL's `questions`): none, or more than one;
 - follow-ups with context: turns 2 and 3 whose stored exchange continues the previous turn's (`exchanges.parent_id`,
@@ -69,6 +71,7 @@ DIALOGUES = ROOT / "bench" / "data" / "dialogues_dev.jsonl"
 THIRD_TURN = {"ru": "Куда мне обратиться с этим?", "kk": "Бұл мәселе бойынша қайда жүгінуім керек?"}
 REPLICAS = 3
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+ANSWER_LINE = re.compile(r"bot\.handlers: answer (\{.*\})$", re.MULTILINE)
 USED = re.compile(r"question (\d+) from user \d+ answered in .*?\((?:[^()]*?), (\d+) earlier exchanges(, used)?")
 
 
@@ -119,6 +122,10 @@ class BenchAPI(BotAPIServer):
         self.last_answer = time.monotonic()
         self.answer_count = 0
 
+    async def __aenter__(self) -> BenchAPI:
+        await super().__aenter__()
+        return self
+
     async def _api_sendMessage(self, params: dict[str, Any]) -> Any:
         message = await super()._api_sendMessage(params)
         chat = params["chat_id"]
@@ -151,7 +158,9 @@ class Replica:
     killed: bool = False
 
 
-def replica_env(replica: Replica, api: BotAPIServer, nginx_port: int, database_url: str, secret: str) -> dict[str, str]:
+def replica_env(
+    replica: Replica, api: BotAPIServer, nginx_port: int, database_url: str, secret: str, cache: bool
+) -> dict[str, str]:
     """The process environment: this machine's, minus every setting, plus the replica's."""
     fields = {name.upper() for name in Settings.model_fields}
     env = {k: v for k, v in os.environ.items() if k.upper() not in fields}
@@ -169,6 +178,7 @@ def replica_env(replica: Replica, api: BotAPIServer, nginx_port: int, database_u
         METRICS_PORT=str(replica.metrics_port),
         METRICS_LISTEN="127.0.0.1",
         BACKGROUND_INDEX_BUILD="false",
+        ANSWER_CACHE="true" if cache else "false",
     )
     return env
 
@@ -252,6 +262,8 @@ class Run:
     kill: bool
     sent: list[Sent] = field(default_factory=list)
     wall: float = 0.0
+    dialogues_end: float = 0.0  # time.monotonic() when the last dialogue ended
+    from_cache: int = 0  # the dialogues' answers served by the answer cache
     ready_s: float = 0.0
     killed_at: int | None = None  # answers in when the replica was killed
     killed_memory: tuple[int, int] = (0, 0)  # its VmRSS and VmHWM just before
@@ -307,14 +319,14 @@ async def repeat(api: BenchAPI, run: Run, chat: int, dialogue: Dialogue, args: A
 
 
 def start_replicas(
-    replicas: list[Replica], api: BotAPIServer, nginx_port: int, database_url: str, secret: str, work: Path
+    replicas: list[Replica], api: BotAPIServer, nginx_port: int, database_url: str, secret: str, work: Path, cache: bool
 ) -> None:
     for r in replicas:
         with r.log.open("wb") as log:
             r.proc = subprocess.Popen(
                 [sys.executable, "-m", "bot", "--data-dir", str(r.data_dir)],
                 cwd=work,  # no .env of the project's is read
-                env=replica_env(r, api, nginx_port, database_url, secret),
+                env=replica_env(r, api, nginx_port, database_url, secret, cache),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -347,7 +359,9 @@ async def one_run(cluster: Cluster, users: int, kill: bool, args: Any, work: Pat
     nginx: subprocess.Popen[bytes] | None = None
     async with BenchAPI() as api, aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
         try:
-            start_replicas(replicas, api, nginx_port, cluster.url(database), secrets.token_urlsafe(24), folder)
+            start_replicas(
+                replicas, api, nginx_port, cluster.url(database), secrets.token_urlsafe(24), folder, not args.no_cache
+            )
             conf = nginx_config(folder, nginx_port, replicas)
             nginx = subprocess.Popen([NGINX, "-p", str(folder), "-c", str(conf)], stderr=subprocess.DEVNULL)
             run.ready_s = await wait_ready(http, replicas, api, args.ready_timeout)
@@ -368,7 +382,8 @@ async def one_run(cluster: Cluster, users: int, kill: bool, args: Any, work: Pat
             killing = asyncio.create_task(killer()) if kill else None
             started = time.monotonic()
             await asyncio.gather(*(user(api, run, c, d, args) for c, d in zip(chats, plan, strict=True)))
-            run.wall = time.monotonic() - started
+            run.dialogues_end = time.monotonic()
+            run.wall = run.dialogues_end - started
             if killing is not None:
                 if not killing.done():
                     killing.cancel()
@@ -410,7 +425,7 @@ def check(run: Run, api: BenchAPI, url: str, replicas: list[Replica]) -> None:
             qid: (chat, norm(text), error)
             for qid, chat, text, error in conn.execute("SELECT id, chat_id, question, error FROM questions")
         }
-        parents = dict(conn.execute("SELECT question_id, parent_id FROM exchanges").fetchall())
+        parents: dict[int, int | None] = dict(conn.execute("SELECT question_id, parent_id FROM exchanges").fetchall())
         holders = Counter(
             holder.split(":")[1]
             for (holder,) in conn.execute(
@@ -438,10 +453,19 @@ def check(run: Run, api: BenchAPI, url: str, replicas: list[Replica]) -> None:
         run.duplicated.append(f"chat {key[0]}: an answer to a question never sent: {key[1][:60]!r}")
 
     used: dict[int, bool] = {}
+    cached: set[int] = set()  # question ids answered from the cache: their answer line has no stage but the total
     for r in replicas:
-        for m in USED.finditer(r.log.read_text(encoding="utf-8", errors="replace")):
+        log = r.log.read_text(encoding="utf-8", errors="replace")
+        for m in USED.finditer(log):
             if int(m.group(2)) > 0:
                 used[int(m.group(1))] = bool(m.group(3))
+        for m in ANSWER_LINE.finditer(log):
+            line = json.loads(m.group(1))
+            if set(line.get("stages_ms", {})) == {"total"}:
+                cached.add(int(line["question_id"]))
+    run.from_cache = sum(
+        1 for answers in api.answers.values() for a in answers if a.at <= run.dialogues_end and a.question_id in cached
+    )
     by_chat: dict[int, list[Sent]] = defaultdict(list)
     for s in run.sent:
         if s.phase == "dialogue":
@@ -475,6 +499,7 @@ def row(run: Run) -> list[str]:
     return [
         f"{run.users}" + (" + kill" if run.kill else ""),
         f"{len(times)}/{asked}",
+        str(run.from_cache),
         f"{len(times) / run.wall:.2f}" if run.wall else "-",
         f"{statistics.median(times):.1f}" if times else "-",
         f"{percentile(times, 95):.1f}" if times else "-",
@@ -499,6 +524,9 @@ def main(argv: list[str] | None = None) -> int:
         "--stall", type=float, default=150.0, help="seconds with no answer at all after which waiting users give up"
     )
     parser.add_argument("--ready-timeout", type=float, default=900.0, help="seconds the replicas may take to start")
+    parser.add_argument(
+        "--no-cache", action="store_true", help="ANSWER_CACHE=false: every answer from the chain (no hits on repeats)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the replicas' data dirs and logs (printed)")
     args = parser.parse_args(argv)
     if not Path(NGINX).exists():
@@ -529,10 +557,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    table = Table(title=f"{REPLICAS} bot replicas (webhook, nginx, PostgreSQL), the real chain on {args.data_dir}")
+    cache = "answer cache off" if args.no_cache else "answer cache on"
+    table = Table(
+        title=f"{REPLICAS} bot replicas (webhook, nginx, PostgreSQL), the real chain on {args.data_dir}, {cache}"
+    )
     for col in (
         "users",
         "answered",
+        "from cache",
         "answers/s",
         "p50, s",
         "p95, s",
