@@ -96,15 +96,15 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
                     return
                 await asyncio.sleep(CLAIM_POLL)
                 claimed = await asyncio.to_thread(self.store.claim_update, update_id, chat_id=question_chat(update))
+                if claimed and await self._sent_before(update):
+                    logger.warning("update %d: its process stopped after sending the answer: marked handled", update_id)
+                    await asyncio.to_thread(self.store.finish_update, update_id)
+                    if asyncio.iscoroutine(coroutine):
+                        coroutine.close()
+                    return
             except SQLAlchemyError as err:
                 logger.warning("update %d: its claim cannot be read (%s): handled now", update_id, _short(err))
                 claimed = None
-            if claimed and await self._sent_before(update):
-                logger.warning("update %d: its process stopped after sending the answer: marked handled", update_id)
-                await asyncio.to_thread(self.store.finish_update, update_id)
-                if asyncio.iscoroutine(coroutine):
-                    coroutine.close()
-                return
             if claimed:
                 logger.warning("update %d: taken over from a process that stopped handling it", update_id)
         renewing = asyncio.create_task(self._renew(update_id)) if claimed else None
