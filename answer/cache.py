@@ -69,6 +69,8 @@ _NOT_IN_KEY = {
     "background_index_build",
     "answer_cache",
     "answer_cache_days",
+    "metrics_port",  # each replica on one host serves its metrics on a port of its own
+    "metrics_listen",
 }
 _PRUNE_EVERY = 3600.0  # seconds between two deletions of old rows by one process
 _RESULT = TypeAdapter(QAResult)  # extra="forbid" (answer/records.py)

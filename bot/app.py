@@ -32,7 +32,7 @@ from bot.private_files import private_dir
 from bot.ratelimit import SharedLimiter
 from bot.services import QA, BotServices, Lookup, log_unavailable
 from bot.texts import COMMANDS
-from bot.updates import ClaimingUpdateProcessor
+from bot.updates import ClaimingUpdateProcessor, HandledQueue
 from config import Settings
 from corpus import metrics
 from corpus.errors import ChainUnavailable, UserError
@@ -272,15 +272,20 @@ def build_application(
             legacy,
             store.path.name if store.path else "the database at DATABASE_URL",
         )
+    # Webhook mode: Telegram hears 200 once an update is handled, so it posts again what a killed replica took.
+    queue = HandledQueue() if settings.telegram_mode == "webhook" else asyncio.Queue()
     app = (
         Application.builder()
         .token(token)
+        .update_queue(queue)
         .base_url(settings.telegram_api_url)
         .base_file_url(settings.telegram_file_url)
         .defaults(Defaults(parse_mode=ParseMode.HTML, link_preview_options=LinkPreviewOptions(is_disabled=True)))
         .rate_limiter(AIORateLimiter(max_retries=3))
         # Each update claimed in the store first: handled once across replicas, a chat's questions in order.
-        .concurrent_updates(ClaimingUpdateProcessor(store))
+        .concurrent_updates(
+            ClaimingUpdateProcessor(store, on_handled=queue.handled if isinstance(queue, HandledQueue) else None)
+        )
         # Only user_data (the /lang choice) is kept across restarts, as JSON in the same database.
         .persistence(StorePersistence(store))
         .post_init(_post_init)

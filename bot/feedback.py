@@ -381,6 +381,31 @@ class FeedbackStore:
                 .values(done_at=time.time())
             )
 
+    def update_done(self, update_id: int) -> bool:
+        """Whether the update was handled (by any process)."""
+        with self.engine.connect() as conn:
+            done = conn.execute(select(updates.c.done_at).where(updates.c.update_id == update_id)).scalar()
+        return done is not None
+
+    def answer_sent(self, update_id: int, chat_id: int, question: str) -> bool:
+        """Whether `question` of `chat_id` was answered, and the answer sent, since `update_id` was first claimed:
+        what a replica killed after sending its answer, before marking the update handled, leaves behind."""
+        asked = " ".join(question.split()).casefold()
+        with self.engine.connect() as conn:
+            since = conn.execute(select(updates.c.created_at).where(updates.c.update_id == update_id)).scalar()
+            if since is None:
+                return False
+            sent = conn.execute(
+                select(questions.c.question)
+                .where(questions.c.chat_id == chat_id, questions.c.created_at >= since)
+                .where(
+                    select(answer_messages.c.question_id)
+                    .where(answer_messages.c.question_id == questions.c.id)
+                    .exists()
+                )
+            ).scalars()
+            return any(" ".join(q.split()).casefold() == asked for q in sent)
+
     def chat_turn(self, update_id: int, chat_id: int, *, now: float | None = None) -> bool:
         """Whether the question of `update_id` may be answered now: no earlier question of its chat is still
         being handled (by any process whose claim is alive)."""

@@ -2,11 +2,16 @@
 
 `ClaimingUpdateProcessor` (PTB's update processor, so polling and webhook modes both go through it) claims every
 update in the store before its handlers run: an update Telegram retries, or that two replicas receive, finds its
-claim taken and is dropped. Claims are made one after another in the order the updates came (one thread), so a
-chat's questions are claimed in order; `wait_turn` holds a question until every earlier question of its chat is
-answered, by whichever process: the second then reads the first's exchange. The queue is the claims in the database,
-not process memory; a claim is renewed while its update is handled, and a killed replica's claims lapse
-(`feedback.UPDATE_LEASE`) so its chats move on.
+claim taken and waits until it is handled (then it is dropped) or until the claim lapses (then it is taken over).
+Claims are made one after another in the order the updates came (one thread), so a chat's questions are claimed in
+order; `wait_turn` holds a question until every earlier question of its chat is answered, by whichever process: the
+second then reads the first's exchange. The queue is the claims in the database, not process memory; a claim is
+renewed while its update is handled, and a killed replica's claims lapse (`feedback.UPDATE_LEASE`) so its chats
+move on.
+
+In webhook mode the application's queue is a `HandledQueue`: the webhook answers Telegram only once the update is
+handled, so an update a replica had taken and not finished when it was killed is posted again by Telegram, through
+the load balancer to another replica, which takes it over when the dead replica's claim lapses.
 
 When the store cannot be reached the update is handled anyway (a question is answered rather than lost), without
 these guarantees, and the log says so.
@@ -18,7 +23,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -27,10 +33,12 @@ from telegram import Update
 from telegram.ext import BaseUpdateProcessor
 
 from bot.feedback import UPDATE_LEASE, FeedbackStore
+from corpus.text import clean_text
 
 logger = logging.getLogger(__name__)
 
 TURN_POLL = 0.1  # seconds between looks at whether a question's turn in its chat has come
+CLAIM_POLL = 0.5  # seconds between looks at an update another process holds: handled, or its claim lapsed
 
 
 def question_chat(update: object) -> int | None:
@@ -44,15 +52,28 @@ def question_chat(update: object) -> int | None:
 class ClaimingUpdateProcessor(BaseUpdateProcessor):
     """Handles up to `max_concurrent_updates` updates at once, each only after claiming it in `store`."""
 
-    def __init__(self, store: FeedbackStore, max_concurrent_updates: int = 256) -> None:
+    def __init__(
+        self,
+        store: FeedbackStore,
+        max_concurrent_updates: int = 256,
+        on_handled: Callable[[int], None] | None = None,
+    ) -> None:
         super().__init__(max_concurrent_updates)
         self.store = store
+        self.on_handled = on_handled  # told each update id once its delivery is handled or dropped
         self._claims: ThreadPoolExecutor | None = None  # one thread: claims are made in the order updates came
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         if not isinstance(update, Update):
             await coroutine
             return
+        try:
+            await self._claimed(update, coroutine)
+        finally:
+            if self.on_handled is not None:
+                self.on_handled(update.update_id)
+
+    async def _claimed(self, update: Update, coroutine: Awaitable[Any]) -> None:
         update_id = update.update_id
         loop = asyncio.get_running_loop()
         try:
@@ -66,11 +87,26 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
                 _short(err),
             )
             claimed = None
-        if claimed is False:
-            logger.info("update %d is handled or being handled already (a repeated delivery): skipped", update_id)
-            if asyncio.iscoroutine(coroutine):
-                coroutine.close()
-            return
+        while claimed is False:  # a repeated delivery: wait until it is handled, or take over a lapsed claim
+            try:
+                if await asyncio.to_thread(self.store.update_done, update_id):
+                    logger.info("update %d is handled already (a repeated delivery): skipped", update_id)
+                    if asyncio.iscoroutine(coroutine):
+                        coroutine.close()
+                    return
+                await asyncio.sleep(CLAIM_POLL)
+                claimed = await asyncio.to_thread(self.store.claim_update, update_id, chat_id=question_chat(update))
+                if claimed and await self._sent_before(update):
+                    logger.warning("update %d: its process stopped after sending the answer: marked handled", update_id)
+                    await asyncio.to_thread(self.store.finish_update, update_id)
+                    if asyncio.iscoroutine(coroutine):
+                        coroutine.close()
+                    return
+            except SQLAlchemyError as err:
+                logger.warning("update %d: its claim cannot be read (%s): handled now", update_id, _short(err))
+                claimed = None
+            if claimed:
+                logger.warning("update %d: taken over from a process that stopped handling it", update_id)
         renewing = asyncio.create_task(self._renew(update_id)) if claimed else None
         try:
             await coroutine
@@ -83,6 +119,14 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
                     await asyncio.to_thread(self.store.finish_update, update_id)
                 except SQLAlchemyError as err:
                     logger.warning("update %d: could not be marked handled (%s)", update_id, _short(err))
+
+    async def _sent_before(self, update: Update) -> bool:
+        """Whether the question of an update taken over was answered by the process that held it."""
+        chat_id = question_chat(update)
+        if chat_id is None or update.message is None or not update.message.text:
+            return False
+        question = clean_text(update.message.text).strip()
+        return await asyncio.to_thread(self.store.answer_sent, update.update_id, chat_id, question)
 
     async def _renew(self, update_id: int) -> None:
         while True:
@@ -104,6 +148,29 @@ class ClaimingUpdateProcessor(BaseUpdateProcessor):
         if self._claims is not None:
             self._claims.shutdown(wait=False)
             self._claims = None
+
+
+class HandledQueue(asyncio.Queue[object]):
+    """The application's update queue in webhook mode: `put`, which PTB's webhook handler awaits before its 200
+    goes out, returns once the update is handled (`handled`, called by the update processor)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: defaultdict[int, list[asyncio.Future[None]]] = defaultdict(list)
+
+    async def put(self, item: object) -> None:
+        if not isinstance(item, Update):
+            await super().put(item)
+            return
+        handled = asyncio.get_running_loop().create_future()
+        self._waiting[item.update_id].append(handled)
+        await super().put(item)
+        await handled
+
+    def handled(self, update_id: int) -> None:
+        for waiting in self._waiting.pop(update_id, []):
+            if not waiting.done():
+                waiting.set_result(None)
 
 
 async def wait_turn(store: FeedbackStore, update: Update, chat_id: int) -> None:

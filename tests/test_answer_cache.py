@@ -170,8 +170,9 @@ def test_replicas_share_the_cache_on_postgresql(
 ):
     """Two replicas (two chains, one data dir's build, one PostgreSQL): what one answered the other serves."""
     url = request.getfixturevalue("pg_url")
-    shared = published_dir.model_copy(update={"database_url": SecretStr(url)})
-    other = shared.model_copy(update={"telegram_admin_ids": [7]})  # another process's settings: a chain of its own
+    shared = published_dir.model_copy(update={"database_url": SecretStr(url), "metrics_port": 9464})
+    # another process's settings, with its own ports as replicas on one host have: a chain of its own
+    other = shared.model_copy(update={"telegram_admin_ids": [7], "metrics_port": 9465, "telegram_webhook_port": 8444})
     assert not rag_chain.invoke_qa(QUESTION, shared).cached
     assert rag_chain.get_chain(other) is not rag_chain.get_chain(shared)
     assert rag_chain.invoke_qa(QUESTION, other).cached

@@ -247,6 +247,44 @@ async def test_webhook_mode(api: BotAPIServer, settings: Settings, shared_dir) -
     assert [r.params["text"] for r in api.calls("sendMessage")] == [t("start", "kk")]
 
 
+async def test_an_update_is_posted_again_until_the_webhook_has_handled_it(
+    api: BotAPIServer, settings: Settings, shared_dir
+) -> None:
+    # What bench/replicas.py relies on: Telegram posts to the webhook and retries an update until it gets a 200.
+    port = free_port()
+    bot_settings = settings_for(
+        settings,
+        api,
+        telegram_mode="webhook",
+        telegram_webhook_url=f"http://127.0.0.1:{port}/tg/hook",
+        telegram_webhook_listen="127.0.0.1",
+        telegram_webhook_port=port,
+        telegram_webhook_secret=SecretStr("s3cret-path-token"),
+    )
+    api.retry_after = 0.2
+    qa = ScriptedQA(delay=0.3)
+    app = build_application(bot_settings, qa=qa, lookup=SharedLookup(shared_dir))
+    async with app:
+        await app.start()
+        await app.updater.start_webhook(**webhook_kwargs(bot_settings))
+        await app.updater.stop()  # the webhook is set, nothing listens: posts are refused
+        update_id = api.push(message_update(302, "Что будет за кражу?"))
+        await api.wait_for(lambda s: len(s.posts) >= 2)
+        await app.updater.start_webhook(**webhook_kwargs(bot_settings))
+        try:
+            await api.wait_for(lambda s: any(p.status == 200 for p in s.posts))
+        finally:
+            await app.updater.stop()
+            await app.stop()
+    app.bot_data["services"].executor.shutdown()
+    assert qa.calls == ["Что будет за кражу?"] and len(api.calls("sendMessage", chat_id=302)) == 1
+    assert {p.update_id for p in api.posts} == {update_id}
+    assert [p.status for p in api.posts][-1] == 200 and all(p.status == 0 for p in api.posts[:-1])
+    # and the 200 came once the update was handled: had the bot died before, Telegram would post it again
+    [answer] = api.calls("sendMessage", chat_id=302)
+    assert api.posts[-1].at >= answer.at
+
+
 async def test_post_init_sets_command_menus_and_loads_the_chain(
     api: BotAPIServer, settings: Settings, shared_dir, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -171,6 +171,47 @@ async def test_a_follow_up_on_another_replica_keeps_its_context(
         assert api.calls("sendMessage", chat_id=73, since=since)[0].params["text"] == t("start", "kk")
 
 
+async def test_an_update_a_killed_replica_had_taken_is_handled_by_another(
+    settings: Settings, pg_url: str, api: BotAPIServer, shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.feedback.UPDATE_LEASE", 1.0)  # seconds, not a minute
+    shared = over_postgres(settings, pg_url)
+    hung = HeldQA(held=["Что будет за кражу?"])
+    qa = ScriptedQA()
+    one = build_application(replica_settings(shared, api, "one"), qa=hung, lookup=SharedLookup(shared_dir))
+    two = build_application(replica_settings(shared, api, "two"), qa=qa, lookup=SharedLookup(shared_dir))
+    one.bot_data["services"].store.renew_update = lambda update_id: None  # it stops, as a killed replica does
+    update = {"update_id": 801, **message_update(78, "Что будет за кражу?")}
+    async with started(one), started(two):
+        await deliver(one, update)
+        await api.wait_for(lambda s: bool(s.calls("sendChatAction", chat_id=78)), timeout=WAIT)
+        await deliver(two, update)  # Telegram posts it again (one never answered), the load balancer picks two
+        [answer] = await wait_answers(api, 78, 1)
+        assert qa.calls == ["Что будет за кражу?"] and answer.startswith("Ответ на вопрос «Что будет за кражу?»")
+        hung.release.set()
+
+
+async def test_an_update_whose_replica_was_killed_after_answering_is_not_answered_again(
+    settings: Settings, pg_url: str, api: BotAPIServer, shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.feedback.UPDATE_LEASE", 1.0)
+    shared = over_postgres(settings, pg_url)
+    qa = ScriptedQA()
+    one = build_application(replica_settings(shared, api, "one"), qa=qa, lookup=SharedLookup(shared_dir))
+    two = build_application(replica_settings(shared, api, "two"), qa=qa, lookup=SharedLookup(shared_dir))
+    # one sends its answer and is killed before it marks the update handled
+    one.bot_data["services"].store.renew_update = lambda update_id: None
+    one.bot_data["services"].store.finish_update = lambda update_id: None
+    update = {"update_id": 802, **message_update(79, "Что будет за кражу?")}
+    async with started(one), started(two):
+        await deliver(one, update)
+        await wait_answers(api, 79, 1)
+        await deliver(two, update)  # Telegram posts it again: one never answered the webhook
+        await asyncio.wait_for(two.update_queue.join(), WAIT)
+    assert qa.calls == ["Что будет за кражу?"]
+    assert len(answers(api, 79)) == 1
+
+
 async def test_new_wins_over_an_answer_in_flight(db_settings: Settings, api: BotAPIServer, shared_dir: Path) -> None:
     qa = HeldQA(held=["Что будет за кражу?"])
     settings = replica_settings(db_settings, api, "one")

@@ -2,12 +2,15 @@
 
 Routes `/bot{token}/{method}`; bodies are form-encoded with JSON-encoded non-string values, as PTB sends them.
 It answers the methods the bot uses, serves scripted updates to `getUpdates` (long poll, never held longer
-than the poll's own timeout) and records every request, so tests can assert what the bot sent.
+than the poll's own timeout) or, once `setWebhook` is called, posts them to the webhook as Telegram does (JSON, the
+secret in X-Telegram-Bot-Api-Secret-Token, at most `max_connections` at once, each again after `retry_after` seconds
+until the webhook answers 200), and records every request, so tests can assert what the bot sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import itertools
 import json
@@ -18,6 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from telegram import Update
 from telegram.ext import Application
@@ -78,6 +82,16 @@ def text_length(params: dict[str, Any]) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+@dataclass(frozen=True)
+class WebhookPost:
+    """One delivery of an update to the webhook: the HTTP status it got, or the error (status 0)."""
+
+    update_id: int
+    status: int
+    error: str = ""
+    at: float = field(default_factory=time.monotonic)
+
+
 class TelegramError(Exception):
     """A Bot API error answer: {"ok": false, "error_code": ..., "description": ...}."""
 
@@ -100,6 +114,13 @@ class BotAPIServer:
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.port = 0
+        # Webhook mode (after setWebhook): updates wait in `_outbox` and are posted until one post gets a 200.
+        self.webhook: dict[str, Any] | None = None  # url, secret_token, max_connections as setWebhook set them
+        self.posts: list[WebhookPost] = []
+        self.retry_after = 1.0  # seconds before an update the webhook did not take is posted again
+        self.post_timeout = 60.0  # seconds a post may take before it counts as failed
+        self._outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._poster: asyncio.Task[None] | None = None
 
     @property
     def base_url(self) -> str:
@@ -121,15 +142,23 @@ class BotAPIServer:
 
     async def __aexit__(self, *exc: object) -> None:
         self._new_update.set()  # release a waiting getUpdates
+        if self._poster is not None:
+            self._poster.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poster
         if self._runner:
             await self._runner.cleanup()
 
     # --- scripting -------------------------------------------------------------------------------
     def push(self, update: dict[str, Any]) -> int:
-        """Queue an update (without update_id) for getUpdates; returns its update_id."""
+        """Queue an update (without update_id) for getUpdates, or for the webhook once one is set; returns its
+        update_id."""
         update_id = next(self._update_ids)
-        self._pending.append({"update_id": update_id, **update})
-        self._new_update.set()
+        if self.webhook is not None:
+            self._outbox.put_nowait({"update_id": update_id, **update})
+        else:
+            self._pending.append({"update_id": update_id, **update})
+            self._new_update.set()
         return update_id
 
     def calls(self, method: str | None = None, *, chat_id: int | None = None, since: int = 0) -> list[BotRequest]:
@@ -205,10 +234,51 @@ class BotAPIServer:
         return self._pending[:limit]
 
     async def _api_deleteWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = None
         return True
 
     async def _api_setWebhook(self, params: dict[str, Any]) -> Any:
+        self.webhook = {
+            "url": params["url"],
+            "secret_token": params.get("secret_token"),
+            "max_connections": int(params.get("max_connections") or 40),  # Telegram's default
+        }
+        for update in self._pending:  # what getUpdates did not take goes to the webhook, as with Telegram
+            self._outbox.put_nowait(update)
+        self._pending = []
+        if self._poster is None:
+            self._poster = asyncio.get_running_loop().create_task(self._post_updates())
         return True
+
+    async def _post_updates(self) -> None:
+        """Post each update of the outbox to the webhook, up to max_connections at once."""
+        posting: set[asyncio.Task[None]] = set()
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.post_timeout)) as http:
+            while True:
+                update = await self._outbox.get()
+                while self.webhook is None or len(posting) >= self.webhook["max_connections"]:
+                    if posting:
+                        await asyncio.wait(posting, return_when=asyncio.FIRST_COMPLETED)
+                    else:
+                        await asyncio.sleep(0.05)  # no webhook now: wait for setWebhook
+                task = asyncio.get_running_loop().create_task(self._post(http, update, self.webhook))
+                posting.add(task)
+                task.add_done_callback(posting.discard)
+
+    async def _post(self, http: aiohttp.ClientSession, update: dict[str, Any], webhook: dict[str, Any]) -> None:
+        """One delivery; an update the webhook did not answer 200 goes back to the outbox after `retry_after`."""
+        headers = {"X-Telegram-Bot-Api-Secret-Token": webhook["secret_token"]} if webhook["secret_token"] else {}
+        try:
+            async with http.post(webhook["url"], json=update, headers=headers) as response:
+                await response.read()
+                post = WebhookPost(update["update_id"], response.status)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            post = WebhookPost(update["update_id"], 0, type(err).__name__)
+        self.posts.append(post)
+        await self._notify()
+        if post.status != 200:
+            await asyncio.sleep(self.retry_after)
+            self._outbox.put_nowait(update)
 
     async def _api_setMyCommands(self, params: dict[str, Any]) -> Any:
         return True
