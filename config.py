@@ -180,10 +180,10 @@ class Settings(BaseSettings):
         default=3, ge=0, description="Rank (0-based) at which those articles enter, below the best matches."
     )
     remedy_short_chars: int = Field(
-        default=150,
+        default=0,
         ge=0,
-        description="A question shorter than this (it asks what a rule says rather than telling a dispute) gets "
-        "those articles at REMEDY_SHORT_RANK instead; the answer names them in their own section anyway. 0: off.",
+        description="A question shorter than this gets those articles at REMEDY_SHORT_RANK instead (the answer names "
+        "them in its own section wherever they rank); 0: off, as measured best out of fold (docs/evaluation.md).",
     )
     remedy_short_rank: int = Field(default=5, ge=0, description="See REMEDY_SHORT_CHARS: below the top 5.")
     off_topic_bm25: float = Field(

@@ -57,8 +57,9 @@ def test_routing_rescores_copies_and_leaves_long_and_named_questions_alone(bm25_
 
 def test_a_short_question_gets_the_remedy_route_below_the_top_five(bm25_retrieval) -> None:
     question = "Работодатель не выплачивает заработную плату, что делать?"
-    assert len(question) < bm25_retrieval.settings.remedy_short_chars
-    ranked = bm25_retrieval.retriever.invoke(bm25_retrieval.query(question))
+    lower = bm25_retrieval.variant(remedy_short_chars=150, remedy_short_rank=5)  # off by default (measured)
+    assert len(question) < lower.settings.remedy_short_chars
+    ranked = lower.retriever.invoke(lower.query(question))
     places = [i for i, d in enumerate(ranked) if via(d) == "remedy"]
     assert [key_of(ranked[i]) for i in places] == [(TK, "159"), (TK, "160")]
     assert places == [5, 6]
@@ -67,7 +68,7 @@ def test_a_short_question_gets_the_remedy_route_below_the_top_five(bm25_retrieva
         question + " Я работаю на складе два года по трудовому договору, зарплату задерживают с весны, на мои "
         "письма и звонки не отвечают."
     )
-    assert len(story) >= bm25_retrieval.settings.remedy_short_chars
+    assert len(story) >= lower.settings.remedy_short_chars
     routes = RemedyRoutes(articles=bm25_retrieval.articles, rank=3, short_chars=150, short_rank=5)
     found = bm25_retrieval.candidates(story)
     assert [via(d) for d in routes.compress_documents(found, story)][3:5] == ["remedy", "remedy"]
