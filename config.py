@@ -144,10 +144,11 @@ class Settings(BaseSettings):
         default=3.0, description="Fused-score multiplier of the articles of a code the question names."
     )
     routing: bool = Field(
-        default=True,
+        default=False,
         description="Law routing (retrieval/routing.py): the first stage's articles rescored by which law the "
         "question is about, told from the corpus itself (BM25 over each law's chapter headings and article "
-        "titles; the candidates' agreement). Chosen out of fold (docs/evaluation.md).",
+        "titles; the candidates' agreement). Off: out of fold it gains on short questions but it turns "
+        "«Меня остановили пьяным за рулём» from КоАП to УК (docs/evaluation.md).",
     )
     routing_profile_weight: float = Field(
         default=1.0, ge=0, description="Weight of the laws' headings: fused score × exp(-weight × gap to the best law)."

@@ -90,7 +90,7 @@ def ranking(retrieval: Retrieval, case: Case, point: Point) -> list[tuple[str, s
     same steps as `LawRouting.compress_documents` on the signals computed once."""
     info, s = case.query.info, retrieval.settings
     docs = list(case.candidates)
-    if not info.refs and not 0 < point.max_chars <= len(info.text):
+    if not (info.refs or info.codes) and not 0 < point.max_chars <= len(info.text):
         weighted = [(point.profile, case.signals["profile"]), (point.mass, case.signals["mass"])]
         docs = routed(docs, weighted, point.diversity)
     docs = list(DemoteRepealed().compress_documents(docs, case.query))

@@ -173,8 +173,11 @@ class LawRouting(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         if not documents:
             return []
-        info = as_query(query, self.analyze).info
-        if info.refs or 0 < self.max_chars <= len(info.text):  # named articles come first anyway; see max_chars
+        q = as_query(query, self.analyze)
+        info = q.info
+        # A question naming its article or code, or a follow-up on the codes the previous answer cited, settles
+        # the law itself (the explicit and law-aware steps); a long one is not routed (max_chars).
+        if info.refs or info.codes or q.followup.prefer_docs or 0 < self.max_chars <= len(info.text):
             return list(documents)
         s = self.signals(info, documents)
         return routed(documents, [(self.profile_weight, s["profile"]), (self.mass_weight, s["mass"])], self.diversity)

@@ -29,7 +29,8 @@ def test_the_laws_headings_route_a_question_to_its_law(bm25_retrieval) -> None:
 def test_a_question_whose_words_match_another_law_gets_its_own_laws_article_first(bm25_retrieval) -> None:
     unrouted = bm25_retrieval.variant(routing=False)
     assert key_of_first(unrouted.rank_articles(BRIBE_KK, 5)) == (CONSUMER, "42-3")
-    assert key_of_first(bm25_retrieval.rank_articles(BRIBE_KK, 5)) == (UK, "367")
+    routed = bm25_retrieval.variant(routing=True)  # off by default (docs/evaluation.md)
+    assert key_of_first(routed.rank_articles(BRIBE_KK, 5)) == (UK, "367")
 
 
 def key_of_first(ranked: list[tuple[str, str, float]]) -> tuple[str, str]:
