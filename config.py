@@ -143,6 +143,32 @@ class Settings(BaseSettings):
     named_code_boost: float = Field(
         default=3.0, description="Fused-score multiplier of the articles of a code the question names."
     )
+    routing: bool = Field(
+        default=False,
+        description="Law routing (retrieval/routing.py): the first stage's articles rescored by which law the "
+        "question is about, told from the corpus itself (BM25 over each law's chapter headings and article "
+        "titles; the candidates' agreement). Off: out of fold it gains on short questions but it turns "
+        "«Меня остановили пьяным за рулём» from КоАП to УК (docs/evaluation.md).",
+    )
+    routing_profile_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the laws' headings: fused score × exp(-weight × gap to the best law)."
+    )
+    routing_mass_weight: float = Field(
+        default=0.0, ge=0, description="The same for the share of the best candidates' fused score in each law."
+    )
+    routing_max_chars: int = Field(
+        default=150,
+        ge=0,
+        description="Only a question shorter than this is routed: a long one tells a story that touches several "
+        "laws, and routing it to one of them lost articles of the others (docs/evaluation.md).",
+    )
+    routing_diversity: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="Below 1: in the top 10, a law's next article counts this many times its score per article of "
+        "that law above it (the best article of each plausible law first); 1: off.",
+    )
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")
@@ -154,6 +180,13 @@ class Settings(BaseSettings):
     remedy_rank: int = Field(
         default=3, ge=0, description="Rank (0-based) at which those articles enter, below the best matches."
     )
+    remedy_short_chars: int = Field(
+        default=0,
+        ge=0,
+        description="A question shorter than this gets those articles at REMEDY_SHORT_RANK instead (the answer names "
+        "them in its own section wherever they rank); 0: off, as measured best out of fold (docs/evaluation.md).",
+    )
+    remedy_short_rank: int = Field(default=5, ge=0, description="See REMEDY_SHORT_CHARS: below the top 5.")
     off_topic_bm25: float = Field(
         default=2.0,
         description="A question naming no article or code whose best chunk BM25 score is below this matches no "

@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 
 class ArticleAssembly(BaseDocumentCompressor):
-    """The first `top_n` ranked articles (every named one, even beyond), one Document each
+    """The first `top_n` ranked articles (every named one and every remedy route's, even beyond), one Document each
     (`ArticleChunks.article_document`): the header, then the article's chunks that match the question best
     (`chunk_scores`) in the question's language when the article has it — from its beginning when the search did
     not give it — with its `rank`, `score`, and `explicit` / `remedy` / `law_aware` as the ranking says."""
@@ -44,8 +44,13 @@ class ArticleAssembly(BaseDocumentCompressor):
         info = as_query(query, self.analyze).info
         scores = self.chunk_scores(info.augmented) if self.chunk_scores is not None else None
         n_explicit = sum(1 for d in documents if via(d) == "explicit")
+        given = [
+            (rank, doc)
+            for rank, doc in enumerate(documents, start=1)
+            if rank <= max(self.top_n, n_explicit) or via(doc) == "remedy"
+        ]
         out: list[Document] = []
-        for rank, doc in enumerate(documents[: max(self.top_n, n_explicit)], start=1):
+        for rank, doc in given:
             key, why = key_of(doc), via(doc)
             extra: dict[str, object] = {"rank": rank, "explicit": why == "explicit"}
             if why == "remedy":

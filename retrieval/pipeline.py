@@ -51,6 +51,7 @@ from retrieval.ranking import CompressedRetriever, DemoteRepealed, score_of
 from retrieval.records import NO_FOLLOWUP, Followup, Query, RetrievalResult, Verdict
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import FloatFlashrankRerank, HeadRerank
+from retrieval.routing import LawProfiles, LawRouting
 from retrieval.searches import Searches, build_bm25
 from retrieval.stages import Stages
 from retrieval.verdict import off_topic
@@ -76,6 +77,7 @@ class Retrieval:
         stages: Stages = Stages(),
         pending: IndexPending | None = None,
         lexicon: Lexicon | None = None,
+        profiles: LawProfiles | None = None,
     ) -> None:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
         lexicon: the cross-language search's (index/lexicon.py; with BM25 only), None: no such search;
@@ -99,6 +101,7 @@ class Retrieval:
         # BM25's score of every chunk for the augmented question: the verdict's and the assembly's.
         self.chunk_scores = lru_cache(maxsize=8)(self.bm25.chunk_scores) if self.bm25 is not None else None
         self.explicit = ExplicitRetriever(articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars)
+        self.profiles = profiles or LawProfiles.from_articles(articles)
         self._compose()
 
     def _compose(self) -> None:
@@ -112,7 +115,19 @@ class Retrieval:
             named_boost=s.named_code_boost if stages.law_aware else 1.0,
             code_id=CRIMINAL_CODE_ID,
         )
-        self.candidate_search = _compressed(self.first_stage, [DemoteRepealed()] if s.demote_repealed else [])
+        self.router = LawRouting(
+            profiles=self.profiles,
+            lexicon=self.lexicon,
+            profile_weight=s.routing_profile_weight,
+            mass_weight=s.routing_mass_weight,
+            diversity=s.routing_diversity,
+            max_chars=s.routing_max_chars,
+            analyze=self.analyze,
+        )
+        after_first: list[BaseDocumentCompressor] = [self.router] if stages.routing and s.routing else []
+        if s.demote_repealed:
+            after_first.append(DemoteRepealed())
+        self.candidate_search = _compressed(self.first_stage, after_first)
         pool = partial(candidate_pool, self)
         learned = [LearnedRerank(scores=self.learned.scores, pool=pool)] if self.learned else []
         self.search = _compressed(self.candidate_search, learned)
@@ -122,7 +137,15 @@ class Retrieval:
         if stages.explicit:
             ranking.append(ExplicitFirst(explicit=self.explicit))
         if stages.remedies and s.remedies and self.learned is None:  # the learned model places them itself
-            ranking.append(RemedyRoutes(articles=self.articles, rank=s.remedy_rank, analyze=self.analyze))
+            ranking.append(
+                RemedyRoutes(
+                    articles=self.articles,
+                    rank=s.remedy_rank,
+                    short_chars=s.remedy_short_chars,
+                    short_rank=s.remedy_short_rank,
+                    analyze=self.analyze,
+                )
+            )
         self.ranking = DocumentCompressorPipeline(transformers=ranking)
         self.retriever = CompressedRetriever(base_retriever=self.search, base_compressor=self.ranking)
         self.assembly = ArticleAssembly(
@@ -194,6 +217,7 @@ class Retrieval:
             stages=stages or self.stages,
             pending=self.pending,
             lexicon=self.lexicon,
+            profiles=self.profiles,
         )
 
     def forget_questions(self) -> None:

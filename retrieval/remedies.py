@@ -67,7 +67,8 @@ def pick_route(info: QueryInfo, found_doc_ids: Sequence[str]) -> RemedyRoute | N
 
 
 class RemedyRoutes(BaseDocumentCompressor):
-    """The ranking with the question's remedy route (`pick_route`) at `rank`: its articles not already above
+    """The ranking with the question's remedy route (`pick_route`) at `rank` (`short_rank` for a question shorter
+    than `short_chars`): its articles not already above
     are moved (or, not found, inserted) there, with the score of the article before them and via "remedy".
     A follow-up's route articles the previous answer already gave (`Followup.given`) are left where they are."""
 
@@ -77,6 +78,9 @@ class RemedyRoutes(BaseDocumentCompressor):
     """The corpus by article (a route article must exist in it)."""
     rank: int = 4
     """The position the route's articles enter at (settings.remedy_rank)."""
+    short_chars: int = 0
+    """A question shorter than this gets them at `short_rank` instead (settings.remedy_short_chars); 0: never."""
+    short_rank: int = 5
     analyze: Callable[[str], QueryInfo] = analyze_query
     """Question → QueryInfo, for a question given as a plain `str`."""
 
@@ -88,7 +92,8 @@ class RemedyRoutes(BaseDocumentCompressor):
         route = pick_route(q.info, [key_of(d)[0] for d in ranked])
         if route is None:
             return ranked
-        head = ranked[: self.rank]
+        rank = self.short_rank if len(q.info.text) < self.short_chars else self.rank
+        head = ranked[:rank]
         in_head = {key_of(d) for d in head}
         refs = [(r.doc_id, r.article) for r in route.refs]
         given = q.followup.given
@@ -103,4 +108,4 @@ class RemedyRoutes(BaseDocumentCompressor):
             else from_corpus(self.articles, k, score=score, via="remedy")
             for k in moved
         ]
-        return [*head, *inserted, *(d for d in ranked[self.rank :] if key_of(d) not in set(moved))]
+        return [*head, *inserted, *(d for d in ranked[rank:] if key_of(d) not in set(moved))]

@@ -63,7 +63,7 @@ def test_no_route_for_a_crime_or_a_named_article(question: str) -> None:
 
 @pytest.mark.slow
 def test_labour_dispute_gets_the_dispute_articles_at_the_remedy_rank(hybrid_retrieval) -> None:
-    pipeline = hybrid_retrieval.variant(Stages(rerank=False))
+    pipeline = hybrid_retrieval.variant(Stages(rerank=False), remedy_short_chars=0)  # REMEDY_RANK for all
     at = pipeline.settings.remedy_rank
     ranked = [(d, a) for d, a, _ in pipeline.rank_articles(WAGES, 20)]
     assert ranked[at : at + 2] == [(TK, "159"), (TK, "160")]
