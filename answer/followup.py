@@ -143,9 +143,9 @@ class FollowupRule:
     best_match: Callable[[str], float | None] = lambda question: None
     top: int = 5
     max_chars: int = 600
-    lean: float = 0.5
+    lean: float = 0.25
     new_subject: float = 0.4
-    new_weight: float | None = 1.5
+    new_weight: float | None = 1.0
 
     def __call__(self, question: str, history: Sequence[Exchange]) -> Understood:
         if not history:

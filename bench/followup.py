@@ -39,9 +39,9 @@ DEFAULT_GOLD = [PROJECT_DIR.parent / "shared" / "eval" / "followup_dev.jsonl"]
 # The settings cross-validation chooses among (the shipped one first: it wins ties). new_subject 1.01: never a new
 # subject; new_weight None: a new subject searched alone.
 GRID: dict[str, tuple[float | None, ...]] = {
-    "lean": (0.5, 0.25, 0.35, 0.75, 1.0),
+    "lean": (0.25, 0.35, 0.5, 0.75, 1.0),
     "new_subject": (0.4, 0.3, 0.5, 0.6, 1.01),
-    "new_weight": (1.5, None, 1.0, 3.0),
+    "new_weight": (1.0, None, 1.5, 3.0),
 }
 
 
