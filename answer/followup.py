@@ -17,15 +17,16 @@ and returning an `Understood`:
        of the message over that of the glued text; a message naming its own legal object — a code, or an offence
        or institution of the synonym map — counts at least `new_subject`);
      - at least `new_subject`, with most of the message's own top articles outside the documents the previous
-       answer cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → its own
-       words lead (`new_weight` against the glued search's 1), the glued search fused in so that a message the
-       signals misread («А если украли из квартиры?» names theft, which the previous answer cited only in part)
-       still finds what the conversation points to;
+       answer cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → glued, its
+       own words fused at `new_weight` (above 1 they lead), so that a message the signals misread («А если
+       украли из квартиры?» after theft, so read on BM25 alone) still finds what the conversation points to (the
+       shipped 1 searches a new subject like a refinement: letting its own words lead, or searching it alone,
+       measured worse out of fold);
      - anything else → glued, its own words fused in at `share / lean` (at most 1): a message that says little on
        its own («А если сумма крупная?», «Ол қашан төлеуге міндетті?») *continues* and barely moves the glued
        ranking; one that says more *refines* the situation (a new aspect, an escalated crime, another claim) and
        from `lean` up weighs as much as the glued search, so that the articles its words point to reach the top.
-       A weight growing with the share, rather than a threshold between the two, measured steadier out of fold.
+       A weight growing with the share, rather than a threshold between the two, measured better out of fold.
 
   "Glued" searches the previous turn's search question (which already carries its own context when it was a
   follow-up) followed by the message. A follow-up read with context also carries a `Followup` for retrieval: the
@@ -136,7 +137,8 @@ class FollowupRule:
             glued search (below it, in proportion).
         new_subject: from this share up, a message whose own top articles mostly lie outside the documents of the
             previous answer is a new subject.
-        new_weight: weight of a new subject's own search fused with the glued one (1); None: searched alone.
+        new_weight: weight of a new subject's own search fused with the glued one (1); None: it is searched
+            alone.
     """
 
     search: Callable[[str], Sequence[str]]
