@@ -4,11 +4,11 @@
                              [-v]
 
 The earlier turns are answered through the chain with no LLM (extractive answers) and passed as history, as
-`python -m rag_chain eval --dialogues` does. `--cv FOLDS` chooses the rule's thresholds and weights
-(answer/followup.py: lean, new_subject, new_weight) by cross-validation over the dialogues of
-all the files given, grouped by dialogue: each dialogue's last turn is ranked with the setting chosen on the
-folds it is not in, and each file gets an out-of-fold "with history" row. `--bm25-only` measures without the
-vector and latent-term searches (an index still being built). `-v` prints how each last turn was understood.
+`python -m rag_chain eval --dialogues` does. `--cv FOLDS` chooses the rule's settings (answer/followup.py: lean,
+new_subject, new_weight) by cross-validation over the dialogues of all the files given, grouped by dialogue: each
+dialogue's last turn is ranked with the setting chosen on the folds it is not in, and each file gets an out-of-fold
+"with history" row. `--bm25-only` measures without the vector and latent-term searches (an index still being
+built). `-v` prints how each last turn was understood and where its gold article ranks (alone and glued too).
 Defaults to ../shared/eval/followup_dev.jsonl.
 """
 
