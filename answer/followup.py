@@ -15,13 +15,18 @@ and returning an `Understood`:
      question, by what retrieval itself says (`Reading`), not by word lists:
      - `share`: how much of the glued search's best BM25 match the message alone explains (the best chunk score
        of the message over that of the glued text; a message naming its own legal object — a code, or an offence
-       or institution of the synonym map — counts at least `new_subject`). Below `lean` it says little on its own
-       («А если сумма крупная?», «Ол қашан төлеуге міндетті?»): it *continues* → glued, its own words fused in
-       lightly (`continue_weight`);
+       or institution of the synonym map — counts at least `new_subject`);
      - at least `new_subject`, with most of the message's own top articles outside the documents the previous
-       answer cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → alone;
-     - anything else *refines* the situation (a new aspect, an escalated crime, another claim) → glued, its own
-       words fused at `refine_weight`, so that the articles they point to reach the top.
+       answer cited (or its search landed in): its own legal object lies elsewhere, a *new subject* → glued, its
+       own words fused at `new_weight` (above 1 they lead), so that a message the signals misread («А если
+       украли из квартиры?» after theft, so read on BM25 alone) still finds what the conversation points to (the
+       shipped 1 searches a new subject like a refinement: letting its own words lead, or searching it alone,
+       measured worse out of fold);
+     - anything else → glued, its own words fused in at `share / lean` (at most 1): a message that says little on
+       its own («А если сумма крупная?», «Ол қашан төлеуге міндетті?») *continues* and barely moves the glued
+       ranking; one that says more *refines* the situation (a new aspect, an escalated crime, another claim) and
+       from `lean` up weighs as much as the glued search, so that the articles its words point to reach the top.
+       A weight growing with the share, rather than a threshold between the two, measured better out of fold.
 
   "Glued" searches the previous turn's search question (which already carries its own context when it was a
   follow-up) followed by the message. A follow-up read with context also carries a `Followup` for retrieval: the
@@ -128,10 +133,12 @@ class FollowupRule:
         best_match: question → BM25's best chunk score for it (`Retrieval.best_match`; None without BM25).
         top: articles of the message's own search that are looked at.
         max_chars: characters of earlier context glued before a follow-up.
-        lean: below this share of the glued search's best match, the message continues the conversation.
+        lean: from this share of the glued search's best match up, the message's own words weigh as much as the
+            glued search (below it, in proportion).
         new_subject: from this share up, a message whose own top articles mostly lie outside the documents of the
             previous answer is a new subject.
-        continue_weight, refine_weight: weight of the message's own search fused with the glued one (1).
+        new_weight: weight of a new subject's own search fused with the glued one (1); None: it is searched
+            alone.
     """
 
     search: Callable[[str], Sequence[str]]
@@ -140,8 +147,7 @@ class FollowupRule:
     max_chars: int = 600
     lean: float = 0.25
     new_subject: float = 0.4
-    continue_weight: float = 0.3
-    refine_weight: float = 1.0
+    new_weight: float | None = 1.0
 
     def __call__(self, question: str, history: Sequence[Exchange]) -> Understood:
         if not history:
@@ -172,16 +178,18 @@ class FollowupRule:
         return Reading(glued, share, own_docs, frozenset(previous_docs), given)
 
     def decide(self, question: str, reading: Reading) -> Understood:
-        """Continues, refines or changes the subject, by the reading's signals and this rule's thresholds."""
+        """Continues, refines or changes the subject, by the reading's signals and this rule's settings."""
         share = reading.share
-        if share is not None and share < self.lean:
-            followup = Followup(own=question, given=reading.given, own_weight=self.continue_weight)
-            return Understood(reading.glued, True, "continues", followup)
         elsewhere = sum(doc not in reading.previous_docs for doc in reading.own_docs)
         if share is not None and share >= self.new_subject and 2 * elsewhere > len(reading.own_docs):
-            return Understood(question, False, "new subject")
-        followup = Followup(own=question, given=reading.given, own_weight=self.refine_weight)
-        return Understood(reading.glued, True, "refines", followup)
+            if self.new_weight is None:
+                return Understood(question, False, "new subject")
+            followup = Followup(own=question, given=reading.given, own_weight=self.new_weight)
+            return Understood(reading.glued, True, "new subject", followup)
+        # without BM25 (no share) the message's own words weigh as much as the glued search
+        weight = 1.0 if share is None else min(1.0, share / self.lean)
+        followup = Followup(own=question, given=reading.given, own_weight=weight)
+        return Understood(reading.glued, True, "refines" if weight >= 1.0 else "continues", followup)
 
 
 # --- with a chat model: the condense prompt ---------------------------------------------------------

@@ -4,11 +4,11 @@
                              [-v]
 
 The earlier turns are answered through the chain with no LLM (extractive answers) and passed as history, as
-`python -m rag_chain eval --dialogues` does. `--cv FOLDS` chooses the rule's thresholds and weights
-(answer/followup.py: lean, new_subject, continue_weight, refine_weight) by cross-validation over the dialogues of
-all the files given, grouped by dialogue: each dialogue's last turn is ranked with the setting chosen on the
-folds it is not in, and each file gets an out-of-fold "with history" row. `--bm25-only` measures without the
-vector and latent-term searches (an index still being built). `-v` prints how each last turn was understood.
+`python -m rag_chain eval --dialogues` does. `--cv FOLDS` chooses the rule's settings (answer/followup.py: lean,
+new_subject, new_weight) by cross-validation over the dialogues of all the files given, grouped by dialogue: each
+dialogue's last turn is ranked with the setting chosen on the folds it is not in, and each file gets an out-of-fold
+"with history" row. `--bm25-only` measures without the vector and latent-term searches (an index still being
+built). `-v` prints how each last turn was understood and where its gold article ranks (alone and glued too).
 Defaults to ../shared/eval/followup_dev.jsonl.
 """
 
@@ -36,12 +36,12 @@ from retrieval.pipeline import Retrieval, Stages
 
 DEFAULT_GOLD = [PROJECT_DIR.parent / "shared" / "eval" / "followup_dev.jsonl"]
 
-# The settings cross-validation chooses among (the shipped one first: it wins ties). new_subject 1.01: never.
-GRID = {
-    "lean": (0.25, 0.15, 0.2, 0.3, 0.35),
+# The settings cross-validation chooses among (the shipped one first: it wins ties). new_subject 1.01: never a new
+# subject; new_weight None: a new subject searched alone.
+GRID: dict[str, tuple[float | None, ...]] = {
+    "lean": (0.25, 0.35, 0.5, 0.75, 1.0),
     "new_subject": (0.4, 0.3, 0.5, 0.6, 1.01),
-    "continue_weight": (0.3, 0.0, 0.6),
-    "refine_weight": (1.0, 0.6, 1.5),
+    "new_weight": (1.0, None, 1.5, 3.0),
 }
 
 
@@ -73,6 +73,19 @@ def last_turns(chain: QAChain, dialogues: Sequence[GoldDialogue]) -> list[LastTu
     return out
 
 
+def understood_by(turn: LastTurn, rule: FollowupRule) -> Understood:
+    """What a rule setting makes of a last turn."""
+    if turn.fixed is not None:
+        return turn.fixed
+    assert turn.reading is not None
+    return rule.decide(turn.dialogue.turns[-1], turn.reading)
+
+
+def gold_rank(result: QuestionResult) -> int | None:
+    """Rank of the first gold article (None: not in the top k)."""
+    return next((i for i, key in enumerate(result.keys, 1) if key in result.relevant), None)
+
+
 class Ranker:
     """Ranks what a rule setting makes of a last turn, remembering each distinct search."""
 
@@ -81,12 +94,10 @@ class Ranker:
         self.seen: dict[tuple, QuestionResult] = {}
 
     def result(self, turn: LastTurn, rule: FollowupRule) -> QuestionResult:
+        return self.ranked(turn, understood_by(turn, rule))
+
+    def ranked(self, turn: LastTurn, understood: Understood) -> QuestionResult:
         d = turn.dialogue
-        if turn.fixed is not None:
-            understood = turn.fixed
-        else:
-            assert turn.reading is not None
-            understood = rule.decide(d.turns[-1], turn.reading)
         key = (d.id, understood.search_question, understood.followup)
         if key not in self.seen:
             ranked = self.retrieval.rank_articles(understood.search_question, self.k, understood.followup)
@@ -153,12 +164,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             for t in turns[path]:
                 d = t.dialogue
-                u = t.fixed if t.reading is None else rule.decide(d.turns[-1], t.reading)
-                assert u is not None
-                r = ranker.result(t, rule)
-                rank = next((i for i, key in enumerate(r.keys, 1) if key in r.relevant), None)
+                u = understood_by(t, rule)
+                rank = gold_rank(ranker.result(t, rule))
+                alone = gold_rank(ranker.ranked(t, Understood(d.turns[-1], False, "alone")))
+                glued = gold_rank(ranker.ranked(t, Understood(" ".join(d.turns), True, "glued")))
                 share = f"{t.reading.share:.2f}" if t.reading and t.reading.share is not None else "-"
-                print(f"{d.id}: gold rank {rank}; {u.how} (share {share}): {u.search_question}")
+                print(
+                    f"{d.id}: gold rank {rank} (alone {alone}, glued {glued}); {u.how} (share {share}): "
+                    f"{u.search_question}"
+                )
             print()
     if args.cv:
         pooled = [t for ts in turns.values() for t in ts]

@@ -85,15 +85,18 @@ def test_a_change_of_subject_said_in_words_drops_the_context(chain):
     assert (TK, "36") in top(chain, "сколько может длиться испытательный срок?")
 
 
-def test_a_question_with_strong_matches_elsewhere_stands_alone(chain):
-    # no marker: the question's own search lands in the Labour Code, which the answer about theft did not cite
+def test_a_question_with_strong_matches_elsewhere_leads_its_own_search(chain):
+    # no marker: the question's own search lands in the Labour Code, which the answer about theft did not cite;
+    # its own words lead, the conversation is fused in below them
     history = asked(chain, "Что будет за кражу?")
     question = "Сколько дней ежегодного оплачиваемого трудового отпуска положено работнику?"
     understood = chain.understand(question, history)
-    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "new subject")
+    assert understood.how == "new subject" and understood.followup.own == question
+    assert understood.followup.own_weight == chain.followup.rule.new_weight
+    assert top(chain, question, 1) == ranked(chain, understood, 1)
     # and the other way round: a theft question after a labour one
     understood = chain.understand("Какое наказание за кражу телефона?", asked(chain, question))
-    assert not understood.used_history
+    assert understood.how == "new subject" and ranked(chain, understood, 1)[0][0] == CRIMINAL_CODE_ID
 
 
 def test_a_question_naming_its_own_article_stands_alone(chain):
@@ -208,11 +211,20 @@ def test_the_thresholds_decide_between_continuing_refining_and_a_new_subject(cha
     assert chain.followup.rule.decide(question, reading).how == "new subject"
     rule = chain.followup.rule
     assert dataclasses.replace(rule, new_subject=1.01).decide(question, reading).how == "refines"
-    assert dataclasses.replace(rule, lean=1.01).decide(question, reading).how == "continues"
-    # a message that says little on its own continues the conversation
+    assert dataclasses.replace(rule, new_subject=1.01, lean=1.01).decide(question, reading).how == "continues"
+    alone = dataclasses.replace(rule, new_weight=None).decide(question, reading)
+    assert (alone.search_question, alone.used_history, alone.how) == (question, False, "new subject")
+    # a message that says little on its own continues the conversation: its own words weigh in proportion
     elliptical = rule.read(LARGE, asked(chain, FRAUD))
     assert elliptical.share is not None and elliptical.share < rule.lean
-    assert rule.decide(LARGE, elliptical).followup.own_weight == rule.continue_weight
+    continued = rule.decide(LARGE, elliptical)
+    assert continued.how == "continues" and continued.followup.own_weight == elliptical.share / rule.lean
+    # the more of the glued match the message explains, the more its own words weigh, up to the glued search's
+    never_new = dataclasses.replace(rule, new_subject=1.01)
+    weights = [
+        never_new.decide(LARGE, dataclasses.replace(elliptical, share=s)).followup.own_weight for s in (0, 0.2, 0.9)
+    ]
+    assert weights == [0.0, 0.2 / rule.lean, 1.0]
 
 
 # --- what the conversation adds to the search: the previous answer's codes, its remedy route ---------------
@@ -269,6 +281,11 @@ def test_the_own_words_weight_pulls_their_articles_up(chain):
     assert rank_of(heavy, own_best) < rank_of(light, own_best)
 
 
+def ranked(chain: QAChain, understood, k: int = 5) -> list[tuple[str, str]]:
+    """The top `k` articles of a follow-up as understood (its search question and what the conversation adds)."""
+    return [(d, a) for d, a, _ in chain.retrieval.rank_articles(understood.search_question, k, understood.followup)]
+
+
 def rank_of(ranked: list[tuple[str, str, float]], key: tuple[str, str]) -> int:
     return next((i for i, (d, a, _) in enumerate(ranked, 1) if (d, a) == key), len(ranked) + 1)
 
@@ -281,8 +298,22 @@ def test_a_new_subject_after_a_continuation_word_is_not_glued(chain):
     history = asked(chain, DISMISSED)
     question = "И ещё: какой штраф за превышение скорости?"
     understood = chain.understand(question, history)
-    assert (understood.search_question, understood.used_history, understood.how) == (question, False, "new subject")
-    assert top(chain, understood.search_question, 5)[0][0] == KOAP
+    assert understood.how == "new subject" and understood.followup.own == question
+    assert ranked(chain, understood, 1)[0][0] == KOAP
+
+
+def test_a_new_subject_keeps_the_conversations_best_articles_below_its_own(chain):
+    # the signals may misread a follow-up as a new subject: the glued search, fused below the message's own,
+    # still brings the conversation's best articles into the top 10, which the message alone does not
+    history = asked(chain, DISMISSED)
+    question = "И ещё: какой штраф за превышение скорости?"
+    understood = chain.understand(question, history)
+    assert understood.how == "new subject"
+    glued_best = top(chain, understood.search_question, 3)
+    fused = ranked(chain, understood, 10)
+    assert fused[0] == top(chain, question, 1)[0]  # the message's own best leads
+    kept = [k for k in glued_best if k in fused]
+    assert kept and not set(kept) & set(top(chain, question, 10))
 
 
 def test_the_messages_own_terms_leave_the_previous_answers_code(chain):
