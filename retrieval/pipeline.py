@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from functools import lru_cache, partial
+from functools import cached_property, lru_cache, partial
 
 import numpy as np
 from langchain_classic.retrievers.document_compressors import DocumentCompressorPipeline
@@ -101,8 +101,29 @@ class Retrieval:
         # BM25's score of every chunk for the augmented question: the verdict's and the assembly's.
         self.chunk_scores = lru_cache(maxsize=8)(self.bm25.chunk_scores) if self.bm25 is not None else None
         self.explicit = ExplicitRetriever(articles=articles, analyze=self.analyze, max_chars=settings.context_max_chars)
-        self.profiles = profiles or LawProfiles.from_articles(articles)
+        self._profiles = profiles
         self._compose()
+
+    @property
+    def profiles(self) -> LawProfiles:
+        """The laws' headings routing reads, built at first use (~0.5 s at a start): only when ROUTING is on."""
+        if self._profiles is None:
+            self._profiles = LawProfiles.from_articles(self.articles)
+        return self._profiles
+
+    @cached_property
+    def router(self) -> LawRouting:
+        """The law routing stage (retrieval/routing.py) with this chain's settings."""
+        s = self.settings
+        return LawRouting(
+            profiles=self.profiles,
+            lexicon=self.lexicon,
+            profile_weight=s.routing_profile_weight,
+            mass_weight=s.routing_mass_weight,
+            diversity=s.routing_diversity,
+            max_chars=s.routing_max_chars,
+            analyze=self.analyze,
+        )
 
     def _compose(self) -> None:
         """The composition the recipe (`stages`, settings, what is loaded) makes: see the module's diagram."""
@@ -114,15 +135,6 @@ class Retrieval:
             min_docs=s.criminal_min_docs if stages.law_aware else 0,
             named_boost=s.named_code_boost if stages.law_aware else 1.0,
             code_id=CRIMINAL_CODE_ID,
-        )
-        self.router = LawRouting(
-            profiles=self.profiles,
-            lexicon=self.lexicon,
-            profile_weight=s.routing_profile_weight,
-            mass_weight=s.routing_mass_weight,
-            diversity=s.routing_diversity,
-            max_chars=s.routing_max_chars,
-            analyze=self.analyze,
         )
         after_first: list[BaseDocumentCompressor] = [self.router] if stages.routing and s.routing else []
         if s.demote_repealed:
@@ -217,7 +229,7 @@ class Retrieval:
             stages=stages or self.stages,
             pending=self.pending,
             lexicon=self.lexicon,
-            profiles=self.profiles,
+            profiles=self._profiles,
         )
 
     def forget_questions(self) -> None:
