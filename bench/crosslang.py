@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import logging
-import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from bench.measured import ranking_times
 from config import Settings
 from retrieval.gold import GoldQuestion, read_questions
 from retrieval.metrics import hit_at, reciprocal_rank
@@ -110,24 +109,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def timing(base: Retrieval, sets: dict[str, list[GoldQuestion]], key: str, weights: list[float]) -> int:
     """p50 / p95 ms of each set's rankings at each weight, the weights taking turns question by question."""
-    variants = {w: base.variant(**{key: w}) for w in weights}
-    table = Table(title=f"{key.upper()}: ranking time per question (ms), weights in turn")
-    for col in ("set", "n", "weight", "p50", "p95"):
-        table.add_column(col, justify="right" if col != "set" else "left")
-    for name, qs in sets.items():
-        ms: dict[float, list[float]] = {w: [] for w in weights}
-        for v in variants.values():
-            v.rank_articles(qs[0].query, K)  # warm-up: lazy loads do not count
-        for q in qs:
-            for w, v in variants.items():
-                v.forget_questions()
-                start = time.perf_counter()
-                v.rank_articles(q.query, K)
-                ms[w].append((time.perf_counter() - start) * 1000)
-        for w in weights:
-            p95 = statistics.quantiles(ms[w], n=20)[-1] if len(ms[w]) > 1 else ms[w][0]
-            table.add_row(name, str(len(qs)), f"{w:g}", f"{statistics.median(ms[w]):.0f}", f"{p95:.0f}")
-    Console(width=140, color_system=None).print(table)
+    variants = {f"{w:g}": base.variant(**{key: w}) for w in weights}
+    title = f"{key.upper()}: ranking time per question (ms), weights in turn"
+    Console(width=140, color_system=None).print(ranking_times(variants, sets, K, title))
     return 0
 
 

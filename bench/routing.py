@@ -21,7 +21,6 @@ import itertools
 import logging
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from langchain_core.documents import Document
 from rich.console import Console
 from rich.table import Table
 
+from bench.measured import ranking_times
 from config import Settings
 from retrieval.articles import key_of
 from retrieval.explicit import ExplicitFirst
@@ -190,23 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 def timing(base: Retrieval, sets: dict[str, list[GoldQuestion]]) -> int:
     """p50 / p95 ms of each file's rankings with routing off and on, taking turns question by question."""
     variants = {"off": base.variant(routing=False), "on": base.variant(routing=True)}
-    table = Table(title="Ranking time per question (ms), routing off and on in turn")
-    for col in ("file", "n", "routing", "p50", "p95"):
-        table.add_column(col, justify="right" if col != "file" else "left")
-    for name, qs in sets.items():
-        ms: dict[str, list[float]] = {v: [] for v in variants}
-        for v in variants.values():
-            v.rank_articles(qs[0].query, K)  # warm-up: lazy loads do not count
-        for q in qs:
-            for label, v in variants.items():
-                v.forget_questions()
-                start = time.perf_counter()
-                v.rank_articles(q.query, K)
-                ms[label].append((time.perf_counter() - start) * 1000)
-        for label in variants:
-            p95 = statistics.quantiles(ms[label], n=20)[-1] if len(ms[label]) > 1 else ms[label][0]
-            table.add_row(name, str(len(qs)), label, f"{statistics.median(ms[label]):.0f}", f"{p95:.0f}")
-    Console(width=140, color_system=None).print(table)
+    title = "Ranking time per question (ms), routing off and on in turn"
+    Console(width=140, color_system=None).print(ranking_times(variants, sets, K, title))
     return 0
 
 
