@@ -75,6 +75,12 @@ def _clean(**values: object) -> dict[str, object]:
     return {k: clean_text(v) if isinstance(v, str) else v for k, v in values.items()}
 
 
+def _insert_question(conn: Connection, **values: object) -> int:
+    """A row of `questions`, dated now, with its strings cleaned; its id."""
+    row = conn.execute(questions.insert().values(_clean(created_at=time.time(), **values)).returning(questions.c.id))
+    return int(row.scalar_one())
+
+
 def _upsert(conn: Connection, table: Table) -> Any:
     """INSERT … ON CONFLICT for the connection's engine (both dialects spell it the same way in SQLAlchemy)."""
     return (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
@@ -172,26 +178,19 @@ class FeedbackStore:
         self, conn: Connection, result: QAResult, *, user_id: int | None, chat_id: int | None, latency: float
     ) -> int:
         sources = json.dumps([{"citation": s.citation(), "url": s.url} for s in result.sources], ensure_ascii=False)
-        row = conn.execute(
-            questions.insert()
-            .values(
-                _clean(
-                    created_at=time.time(),
-                    user_id=user_id,
-                    chat_id=chat_id,
-                    lang=result.lang,
-                    question=result.question,
-                    answer=result.answer,
-                    sources=sources,
-                    backend=result.backend,
-                    template=result.template,
-                    grounded=int(result.grounded),
-                    latency=latency,
-                )
-            )
-            .returning(questions.c.id)
+        return _insert_question(
+            conn,
+            user_id=user_id,
+            chat_id=chat_id,
+            lang=result.lang,
+            question=result.question,
+            answer=result.answer,
+            sources=sources,
+            backend=result.backend,
+            template=result.template,
+            grounded=int(result.grounded),
+            latency=latency,
         )
-        return int(row.scalar_one())
 
     def record_answered(
         self,
@@ -215,21 +214,10 @@ class FeedbackStore:
     ) -> int:
         """Store a question that got no answer, with the error's type and message."""
         with self.engine.begin() as conn:
-            row = conn.execute(
-                questions.insert()
-                .values(
-                    _clean(
-                        created_at=time.time(),
-                        user_id=user_id,
-                        chat_id=chat_id,
-                        question=question,
-                        latency=latency,
-                        error=f"{type(error).__name__}: {error}"[:1000],
-                    )
-                )
-                .returning(questions.c.id)
+            error_text = f"{type(error).__name__}: {error}"[:1000]
+            return _insert_question(
+                conn, user_id=user_id, chat_id=chat_id, question=question, latency=latency, error=error_text
             )
-            return int(row.scalar_one())
 
     def rate(self, question_id: int, user_id: int, rating: int) -> RateOutcome:
         """Store (or change) the asker's rating of an answer, +1 or -1.
