@@ -101,6 +101,17 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
+def recorded_digest(folder: Path, meta: dict[str, Any], name: str) -> FileDigest | None:
+    """The size and sha256 an index folder's meta.json records for its file `name`; None when it records none (a
+    build older than the checksums); DamagedFile when the entry is garbled."""
+    files = meta.get("files") or {}
+    try:
+        recorded = files.get(name)
+        return FileDigest.model_validate(recorded) if recorded is not None else None
+    except (AttributeError, ValueError):  # `files` not an object, or the entry not a digest
+        raise DamagedFile(Path(folder) / "meta.json", f"its entry for {name} is garbled") from None
+
+
 def parse_json(data: bytes, path: Path, *, max_bytes: int = JSON_MAX_BYTES) -> Any:
     """`data` (at most `max_bytes` + 1 bytes read from `path`) as JSON; DamagedFile naming `path` when it is not."""
     if len(data) > max_bytes:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from scipy import sparse
 
 from config import Settings
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json, read_meta
+from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json, read_meta, recorded_digest
 from corpus.lang import normalize, stem_kk, stem_ru
 from corpus.legal.registry import ADILET_SOURCES
 from corpus.records import Chunk, Lang, content_hash
@@ -310,10 +310,10 @@ def load_lexicon(settings: Settings, chunks: Sequence[Chunk]) -> Lexicon:
 
 
 def _recorded(folder: Path, meta: dict[str, Any]) -> FileDigest:
-    try:
-        return FileDigest.model_validate((meta.get("files") or {})[LEXICON_FILE])
-    except (KeyError, TypeError, ValueError):
-        raise DamagedFile(folder / "meta.json", f"its entry for {LEXICON_FILE} is missing or garbled") from None
+    """The lexicon's recorded digest: a lexicon is never older than the checksums, so a missing one is damage."""
+    if (digest := recorded_digest(folder, meta, LEXICON_FILE)) is None:
+        raise DamagedFile(folder / "meta.json", f"its entry for {LEXICON_FILE} is missing or garbled")
+    return digest
 
 
 def _unchanged(folder: Path, print_: str) -> bool:

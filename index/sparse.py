@@ -28,7 +28,7 @@ from scipy import sparse
 
 from config import Settings
 from corpus.errors import IndexNotReady
-from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_meta
+from corpus.files import DamagedFile, atomic_write, check_file, read_meta, recorded_digest
 from corpus.progress import track
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
@@ -192,7 +192,7 @@ def load_sparse(settings: Settings, texts: Sequence[str] | None = None) -> tuple
         logger.warning("%s", err)
         return None
     path = folder / MATRIX_FILE
-    check_file(path, _recorded(folder, meta))
+    check_file(path, recorded_digest(folder, meta, MATRIX_FILE))
     check_matrix(path)
     try:
         matrix = sparse.load_npz(path).tocsr()
@@ -275,24 +275,17 @@ def _npy_header(f: Any, path: Any, name: str) -> tuple[tuple[int, ...], np.dtype
     return tuple(shape), dtype
 
 
-def _recorded(folder: Any, meta: dict[str, Any]) -> FileDigest | None:
-    """The size and sha256 meta.json records for the matrix (None from a build older than them)."""
-    recorded = (meta.get("files") or {}).get(MATRIX_FILE)
-    try:
-        return FileDigest.model_validate(recorded) if recorded is not None else None
-    except ValueError:
-        raise DamagedFile(folder / "meta.json", f"its entry for {MATRIX_FILE} is garbled") from None
-
-
 def _unchanged(folder: Any, fingerprint: str) -> bool:
     """The matrix on disk holds these texts and is whole; a damaged one is logged and rebuilt from the cache."""
     try:
         meta = read_meta(folder)
         if meta.get("fingerprint") != fingerprint:
             return False
-        check_file(folder / MATRIX_FILE, _recorded(folder, meta))
+        check_file(folder / MATRIX_FILE, recorded_digest(folder, meta, MATRIX_FILE))
         check_matrix(folder / MATRIX_FILE)  # what a load checks: a header that lies is rebuilt, not kept
-        return _recorded(folder, meta) is not None  # no checksums yet: rewritten (from the cache) to record them
+        return (
+            recorded_digest(folder, meta, MATRIX_FILE) is not None
+        )  # no checksums yet: rewritten (from the cache) to record them
     except DamagedFile as err:
         logger.warning("%s is damaged (%s): rebuilding the latent-term index from the cache", err.path, err.problem)
         return False
