@@ -150,6 +150,13 @@ class Settings(BaseSettings):
         "titles; the candidates' agreement). Off: out of fold it gains on short questions but it turns "
         "«Меня остановили пьяным за рулём» from КоАП to УК (docs/evaluation.md).",
     )
+    sanction_weight: float = Field(
+        default=0.4,
+        ge=0,
+        description="A question that asks about no punishment, fine or liability: the articles of the laws of "
+        "sanctions (the Criminal Code, the Code on Administrative Offences: read from the corpus) score "
+        "exp(-weight) times their fused score; 0: off (retrieval/routing.py SanctionLaws, docs/evaluation.md).",
+    )
     routing_profile_weight: float = Field(
         default=1.0, ge=0, description="Weight of the laws' headings: fused score × exp(-weight × gap to the best law)."
     )
@@ -179,6 +186,12 @@ class Settings(BaseSettings):
     )
     remedy_rank: int = Field(
         default=3, ge=0, description="Rank (0-based) at which those articles enter, below the best matches."
+    )
+    remedy_spacing: int = Field(
+        default=3,
+        ge=1,
+        description="Places from one route article to the next: 1 puts them together; 2 leaves a found "
+        "article between each two, so fewer substantive articles leave the top 5.",
     )
     remedy_short_chars: int = Field(
         default=0,

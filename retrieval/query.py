@@ -12,7 +12,7 @@ from corpus.legal import ArticleRef, read_references
 from corpus.legal.registry import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import detect_lang, has_kazakh_letters
-from retrieval.synonyms import criminal_vocabulary, load_synonyms, match_phrases
+from retrieval.synonyms import criminal_vocabulary, sanction_vocabulary, load_synonyms, match_phrases
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,8 @@ class QueryInfo:
     codes: tuple[str, ...]
     synonym_refs: tuple[ArticleRef, ...]
     augmented: str
+    asks_sanction: bool = False
+    """It asks about a crime, a punishment, a fine or liability (retrieval/routing.py `SanctionLaws`)."""
 
 
 # --- the analysis ---------------------------------------------------------------------------------
@@ -63,6 +65,7 @@ def analyze_query(question: str, *, titles: Callable[[ArticleRef], str | None] |
         codes=found.codes,
         synonym_refs=synonym_refs,
         augmented=augmented,
+        asks_sanction=criminal or sanction_vocabulary(question),
     )
 
 

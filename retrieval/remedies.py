@@ -81,6 +81,9 @@ class RemedyRoutes(BaseDocumentCompressor):
     short_chars: int = 0
     """A question shorter than this gets them at `short_rank` instead (settings.remedy_short_chars); 0: never."""
     short_rank: int = 5
+    spacing: int = 1
+    """Places from one route article to the next (settings.remedy_spacing): 1 puts them together, 2 leaves
+    a found article between each two."""
     analyze: Callable[[str], QueryInfo] = analyze_query
     """Question → QueryInfo, for a question given as a plain `str`."""
 
@@ -101,11 +104,15 @@ class RemedyRoutes(BaseDocumentCompressor):
         if not moved:
             return ranked
         found = {key_of(d): d for d in ranked}
-        score = score_of(head[-1]) if head else 1.0
-        inserted = [
-            ranked_copy(found[k], score=score, via="remedy")
-            if k in found
-            else from_corpus(self.articles, k, score=score, via="remedy")
-            for k in moved
-        ]
-        return [*head, *inserted, *(d for d in ranked[rank:] if key_of(d) not in set(moved))]
+        rest = [d for d in ranked[rank:] if key_of(d) not in set(moved)]
+        out = list(head)
+        for k in moved:
+            score = score_of(out[-1]) if out else 1.0
+            out.append(
+                ranked_copy(found[k], score=score, via="remedy")
+                if k in found
+                else from_corpus(self.articles, k, score=score, via="remedy")
+            )
+            step, rest = rest[: self.spacing - 1], rest[self.spacing - 1 :]
+            out.extend(step)
+        return [*out, *rest]

@@ -12,6 +12,11 @@ article first. Two signals say which law the question is about, neither learned 
   headings. A law scores its best chapter;
 - **the candidates' agreement** (`candidate_mass`): how much of the first stage's fused score falls in each law.
 
+Apart from these, **the laws of sanctions** (`SanctionLaws`, on by default): the Criminal Code and the Code on
+Administrative Offences answer «what is the punishment»; a question that asks no such thing («может ли
+работодатель удерживать из зарплаты?») wants the rule, not the fine for breaking it. Which laws are laws of
+sanctions is read from the corpus (`sanction_laws`: most of their articles set a punishment or a fine).
+
 Each signal, divided by its best law's, gives every law a gap in [0, 1] (0 for the best law); an article's
 fused score is multiplied by exp(-weight × gap) (`LawRouting`, a document compressor after the first stage).
 """
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +46,8 @@ from retrieval.records import as_query
 
 logger = logging.getLogger(__name__)
 
+SANCTION = re.compile(r"\bнаказыва\w*|\bвлеч[её]т\s+(?:предупреждение|штраф|административный)|\bвлекут\s+штраф")
+SANCTION_SHARE = 0.25  # a law of sanctions: at least this share of its articles set a punishment or a fine
 MASS_WINDOW = 20  # the best candidates whose fused scores the agreement adds up per law
 DIVERSE_WINDOW = 10  # the places diversification reorders
 
@@ -181,3 +189,43 @@ class LawRouting(BaseDocumentCompressor):
             return list(documents)
         s = self.signals(info, documents)
         return routed(documents, [(self.profile_weight, s["profile"]), (self.mass_weight, s["mass"])], self.diversity)
+
+
+def sanction_laws(articles: ArticleChunks) -> frozenset[str]:
+    """The laws at least SANCTION_SHARE of whose articles (their Russian text) set a punishment or a fine."""
+    found: dict[str, set[str]] = defaultdict(set)
+    punishing: dict[str, set[str]] = defaultdict(set)
+    for doc in articles.documents:
+        meta = doc.metadata
+        if meta["lang"] != "ru":
+            continue
+        found[meta["doc_id"]].add(meta["article"])
+        text = doc.page_content
+        if ("наказыва" in text or "влеч" in text) and SANCTION.search(text):
+            punishing[meta["doc_id"]].add(meta["article"])
+    return frozenset(d for d, arts in found.items() if len(punishing[d]) >= SANCTION_SHARE * len(arts))
+
+
+class SanctionLaws(BaseDocumentCompressor):
+    """A question that asks about no sanction (`QueryInfo.asks_sanction`), names no article or code and whose
+    synonym articles are not in a law of sanctions: the articles of the laws of sanctions are scored
+    exp(-weight) times their fused score (module docstring); copies, never the inputs."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    laws: frozenset[str]
+    weight: float = 0.7
+    analyze: Callable[[str], QueryInfo] = analyze_query
+
+    def applies(self, info: QueryInfo) -> bool:
+        named = info.refs or info.codes
+        return bool(self.weight and self.laws) and not (info.asks_sanction or named)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        info = as_query(query, self.analyze).info
+        if not documents or not self.applies(info):
+            return list(documents)
+        gap = {d: float(d in self.laws) for d in {doc.metadata["doc_id"] for doc in documents}}
+        return routed(documents, [(self.weight, gap)])

@@ -20,7 +20,7 @@ class Stages:
     explicit: bool = True
     augment: bool = True
     law_aware: bool = True
-    routing: bool = True  # law routing (retrieval/routing.py), when settings.routing
+    routing: bool = True  # the laws of sanctions and law routing (retrieval/routing.py), as settings say
     rerank: bool = True
     remedies: bool = True
     learned: bool = True  # the learned second stage (retrieval/learned.py), when its model loads

@@ -102,6 +102,9 @@ _WEAK_RU = "наказание наказать накажут грозит"
 _WEAK_KK = "жаза жазасы жазаланады"
 _ADMIN_RU = "административный административная административное административного административную штраф коап"
 _ADMIN_KK = "әкімшілік айыппұл"
+# Words that ask who answers for an act, with no word of punishment.
+_LIABILITY_RU = "ответственность ответственности ответственностью привлечь привлекут привлечен оштрафовать оштрафуют"
+_LIABILITY_KK = "жауапкершілік жауапкершілігі жауапкершілікке тарту"
 
 
 @cache
@@ -113,6 +116,7 @@ def _stem_sets() -> dict[str, frozenset[str]]:
         "crime": stems(_CRIME_RU, "ru") | stems(_CRIME_KK, "kk"),
         "weak": stems(_WEAK_RU, "ru") | stems(_WEAK_KK, "kk"),
         "admin": stems(_ADMIN_RU, "ru") | stems(_ADMIN_KK, "kk"),
+        "liability": stems(_LIABILITY_RU, "ru") | stems(_LIABILITY_KK, "kk"),
     }
 
 
@@ -190,6 +194,14 @@ def _phrase_span(
             if max(chosen) - min(chosen) < window:
                 return frozenset(chosen)
     return None
+
+
+def sanction_vocabulary(question: str) -> bool:
+    """Whether the question asks about a sanction or liability at all (a crime, a punishment, a fine, who
+    answers for it), in either language."""
+    sets = _stem_sets()
+    stems = set(analyze(question, "ru")) | set(analyze(question, "kk"))
+    return bool(stems & (sets["crime"] | sets["weak"] | sets["admin"] | sets["liability"]))
 
 
 def criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: Iterable[Mention]) -> bool:

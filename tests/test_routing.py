@@ -4,12 +4,15 @@ the real slice with BM25: the laws' own headings tell which law a question is ab
 from __future__ import annotations
 
 import copy
+import math
+
+import pytest
 
 from retrieval.articles import key_of
 from retrieval.ranking import via
 from retrieval.remedies import RemedyRoutes
-from retrieval.routing import LawRouting, gaps, profile_terms
-from tests.support.retrieval import CONSUMER, TK, UK
+from retrieval.routing import LawRouting, SanctionLaws, gaps, profile_terms, sanction_laws
+from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 
 # «What is the penalty for giving a bribe?»: its words also match the Kazakh text of the consumer protection law
 # (its article 42-3 comes first by BM25), while the Criminal Code's chapter headings name bribery (УК 367).
@@ -58,7 +61,7 @@ def test_routing_rescores_copies_and_leaves_long_and_named_questions_alone(bm25_
 
 def test_a_short_question_gets_the_remedy_route_below_the_top_five(bm25_retrieval) -> None:
     question = "Работодатель не выплачивает заработную плату, что делать?"
-    lower = bm25_retrieval.variant(remedy_short_chars=150, remedy_short_rank=5)  # off by default (measured)
+    lower = bm25_retrieval.variant(remedy_short_chars=150, remedy_short_rank=5, remedy_spacing=1)  # off by default
     assert len(question) < lower.settings.remedy_short_chars
     ranked = lower.retriever.invoke(lower.query(question))
     places = [i for i, d in enumerate(ranked) if via(d) == "remedy"]
@@ -73,3 +76,50 @@ def test_a_short_question_gets_the_remedy_route_below_the_top_five(bm25_retrieva
     routes = RemedyRoutes(articles=bm25_retrieval.articles, rank=3, short_chars=150, short_rank=5)
     found = bm25_retrieval.candidates(story)
     assert [via(d) for d in routes.compress_documents(found, story)][3:5] == ["remedy", "remedy"]
+
+
+def test_remedy_routes_spaced_leave_substantive_articles_between_them(bm25_retrieval) -> None:
+    question = "Работодатель не выплачивает заработную плату, что делать?"
+    found = bm25_retrieval.candidates(question)
+    together = RemedyRoutes(articles=bm25_retrieval.articles, rank=3).compress_documents(found, question)
+    spaced = RemedyRoutes(articles=bm25_retrieval.articles, rank=3, spacing=3).compress_documents(found, question)
+    assert [i for i, d in enumerate(together) if via(d) == "remedy"] == [3, 4]
+    assert [i for i, d in enumerate(spaced) if via(d) == "remedy"] == [3, 6]
+    # The same articles, the found ones in their order around the routes, none lost or repeated.
+    assert sorted(map(key_of, spaced)) == sorted(map(key_of, together))
+    assert [key_of(d) for d in spaced if via(d) != "remedy"] == [key_of(d) for d in together if via(d) != "remedy"]
+    scores = [d.metadata["score"] for d in spaced]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_the_laws_of_sanctions_are_read_from_the_corpus(bm25_retrieval) -> None:
+    # The slice: the Criminal Code and the Code on Administrative Offences punish; the Labour Code and the
+    # consumer protection law set rules.
+    assert sanction_laws(bm25_retrieval.articles) == {UK, KOAP}
+    assert bm25_retrieval.sanction_laws == {UK, KOAP}
+
+
+def test_a_question_asking_no_sanction_gets_the_rule_before_the_fine(bm25_retrieval) -> None:
+    # «May I work from home under a labour contract?»: the Code on Administrative Offences' fine for breaking
+    # the labour law (КоАП 86) matches its words better than the Labour Code's rules.
+    question = "Можно ли работать на дому по трудовому договору?"
+    assert not bm25_retrieval.analyze(question).asks_sanction
+    assert bm25_retrieval.analyze(BRIBE_KK).asks_sanction  # «жаза»: a punishment, in Kazakh
+    assert bm25_retrieval.analyze("Жұмыс беруші қандай жауапкершілікке тартылады?").asks_sanction
+    plain = bm25_retrieval.variant(sanction_weight=0.0)
+    found = plain.candidates(question)
+    assert key_of(found[0]) == (KOAP, "86")
+    stage = SanctionLaws(laws=bm25_retrieval.sanction_laws, weight=0.4)
+    demoted = stage.compress_documents(found, question)
+    assert demoted[0].metadata["doc_id"] == TK
+    assert key_of(bm25_retrieval.candidates(question)[0]) == key_of(demoted[0])  # on by default
+    assert sorted(map(key_of, demoted)) == sorted(map(key_of, found))
+    for doc in demoted:
+        before = next(d for d in found if key_of(d) == key_of(doc))
+        factor = math.exp(-0.4) if doc.metadata["doc_id"] in {UK, KOAP} else 1.0
+        assert doc.metadata["score"] == pytest.approx(before.metadata["score"] * factor)
+    assert [doc.metadata["score"] for doc in demoted] == sorted((d.metadata["score"] for d in demoted), reverse=True)
+    # A question about the fine, or naming the code, keeps the first stage's scores.
+    for asks in ("Какой штраф грозит работодателю за задержку зарплаты?", "Что говорит КоАП о задержке зарплаты?"):
+        found = plain.candidates(asks)
+        assert stage.compress_documents(found, asks) == found
