@@ -207,9 +207,9 @@ def sanction_laws(articles: ArticleChunks) -> frozenset[str]:
 
 
 class SanctionLaws(BaseDocumentCompressor):
-    """A question that asks about no sanction (`QueryInfo.asks_sanction`), names no article or code and whose
-    synonym articles are not in a law of sanctions: the articles of the laws of sanctions are scored
-    exp(-weight) times their fused score (module docstring); copies, never the inputs."""
+    """A question that asks about no sanction (`QueryInfo.asks_sanction`) and names no article or code: the
+    articles of the laws of sanctions are scored exp(-weight) times their fused score (module docstring);
+    copies, never the inputs."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -217,15 +217,15 @@ class SanctionLaws(BaseDocumentCompressor):
     weight: float = 0.7
     analyze: Callable[[str], QueryInfo] = analyze_query
 
-    def applies(self, info: QueryInfo) -> bool:
-        named = info.refs or info.codes
-        return bool(self.weight and self.laws) and not (info.asks_sanction or named)
-
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
-        info = as_query(query, self.analyze).info
-        if not documents or not self.applies(info):
+        q = as_query(query, self.analyze)
+        info = q.info
+        # A question naming its article or code, or a follow-up on the codes the previous answer cited, settles
+        # the law itself, as for LawRouting.
+        settled = info.refs or info.codes or q.followup.prefer_docs
+        if not documents or not (self.weight and self.laws) or info.asks_sanction or settled:
             return list(documents)
         gap = {d: float(d in self.laws) for d in {doc.metadata["doc_id"] for doc in documents}}
         return routed(documents, [(self.weight, gap)])
