@@ -11,7 +11,8 @@ files choose, and the out-of-fold figures (each fold's questions ranked with the
 the mean over kinds of hit@1, hit@5, hit@10 and MRR, among the points that lose no more than 0.01 of any of them
 on any kind against today's; a file is a kind of its own unless `--kind` joins it with others). Folds keep a file's questions citing the same articles
 together (citizen_dev asks most questions twice, in Russian and in Kazakh). `--timing` instead times the ranking
-of every question with routing off and on, in turn, nothing remembered, and prints p50 / p95 per file.
+of every question before the laws of sanctions and the spaced routes, with the defaults and with routing on, in
+turn, nothing remembered, and prints p50 / p95 per file.
 """
 
 from __future__ import annotations
@@ -223,9 +224,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def timing(base: Retrieval, sets: dict[str, list[GoldQuestion]]) -> int:
-    """p50 / p95 ms of each file's rankings with routing off and on, taking turns question by question."""
-    variants = {"off": base.variant(routing=False), "on": base.variant(routing=True)}
-    title = "Ranking time per question (ms), routing off and on in turn"
+    """p50 / p95 ms of each file's rankings before the laws of sanctions and the spaced routes, with the
+    defaults, and with routing on too, taking turns question by question."""
+    variants = {
+        "before": base.variant(sanction_weight=0.0, remedy_spacing=1, routing=False),
+        "defaults": base,
+        "routing on": base.variant(routing=True),
+    }
+    title = "Ranking time per question (ms): before, the defaults, routing on, in turn"
     Console(width=140, color_system=None).print(ranking_times(variants, sets, K, title))
     return 0
 
