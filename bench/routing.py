@@ -6,13 +6,14 @@ remedy routes) composed at each point of a grid, and a grouped k-fold cross-vali
         [--profile 0,0.5,1,2] [--mass 0,0.5,1] [--diversity 1,0.8] [--remedy-rank 3,4] [--spacing 1,2,3]
         [--short-chars 0,150] [--short-rank 5,10,none] [--kind FILE,FILE] [--every-point]
 
-Prints, for every file: today's ranking (no SANCTION_WEIGHT, ROUTING off, remedy routes at REMEDY_RANK), the point the pooled
-files choose, and the out-of-fold figures (each fold's questions ranked with the point the other folds chose by
-the mean over kinds of hit@1, hit@5, hit@10 and MRR, among the points that lose no more than 0.01 of any of them
-on any kind against today's; a file is a kind of its own unless `--kind` joins it with others). Folds keep a file's questions citing the same articles
-together (citizen_dev asks most questions twice, in Russian and in Kazakh). `--timing` instead times the ranking
-of every question before the laws of sanctions and the spaced routes, with the defaults and with routing on, in
-turn, nothing remembered, and prints p50 / p95 per file.
+Prints, for every file: today's ranking (no SANCTION_WEIGHT, ROUTING off, remedy routes together at
+REMEDY_RANK), the point the pooled files choose, and the out-of-fold figures (each fold's questions ranked with
+the point the other folds chose by the mean over kinds of hit@1, hit@5, hit@10 and MRR, among the points that lose
+no more than 0.01 of any of them on any kind against today's; a file is a kind of its own unless `--kind` joins
+it with others). Folds keep a file's questions citing the same articles together (citizen_dev asks most questions
+twice, in Russian and in Kazakh). `--timing` instead times the ranking of every question before the laws of
+sanctions and the spaced routes, with the defaults and with routing on, in turn, nothing remembered, and prints
+p50 / p95 per file.
 """
 
 from __future__ import annotations
@@ -97,9 +98,7 @@ def ranking(retrieval: Retrieval, case: Case, point: Point) -> list[tuple[str, s
     same steps as `LawRouting.compress_documents` on the signals computed once."""
     info = case.query.info
     docs = list(case.candidates)
-    docs = list(
-        SanctionLaws(laws=retrieval.sanction_laws, weight=point.sanction).compress_documents(docs, case.query)
-    )
+    docs = list(SanctionLaws(laws=retrieval.sanction_laws, weight=point.sanction).compress_documents(docs, case.query))
     if not (info.refs or info.codes) and not 0 < point.max_chars <= len(info.text):
         weighted = [(point.profile, case.signals["profile"]), (point.mass, case.signals["mass"])]
         docs = routed(docs, weighted, point.diversity)
@@ -172,10 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     ranks = [None if r == "none" else int(r) for r in args.short_rank.split(",")]
     grid = [Point(*p) for p in itertools.product(sanction, profile, mass, max_chars, diversity, *remedy, ranks)]
     grid = [p for p in grid if p.short_chars or p.short_rank == grid[0].short_rank]  # short_rank needs short_chars
-    today = Point(
-        0.0, 0.0, 0.0, 0, 1.0, settings.remedy_rank, settings.remedy_spacing, settings.remedy_short_chars,
-        settings.remedy_short_rank,
-    )
+    # The ranking before the laws of sanctions, routing and the spaced routes (the baseline of docs/evaluation.md).
+    today = Point(0.0, 0.0, 0.0, 0, 1.0, settings.remedy_rank, 1, 0, settings.remedy_short_rank)
     if today not in grid:
         grid.append(today)
     per = {point: [score(ranking(base, c, point), c.question.relevant_keys) for c in cases] for point in grid}

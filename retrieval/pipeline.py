@@ -143,9 +143,7 @@ class Retrieval:
         )
         after_first: list[BaseDocumentCompressor] = []
         if stages.routing and s.sanction_weight:
-            after_first.append(
-                SanctionLaws(laws=self.sanction_laws, weight=s.sanction_weight, analyze=self.analyze)
-            )
+            after_first.append(SanctionLaws(laws=self.sanction_laws, weight=s.sanction_weight, analyze=self.analyze))
         if stages.routing and s.routing:
             after_first.append(self.router)
         if s.demote_repealed:

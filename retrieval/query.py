@@ -12,7 +12,7 @@ from corpus.legal import ArticleRef, read_references
 from corpus.legal.registry import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import detect_lang, has_kazakh_letters
-from retrieval.synonyms import criminal_vocabulary, sanction_vocabulary, load_synonyms, match_phrases
+from retrieval.synonyms import criminal_vocabulary, load_synonyms, match_phrases, sanction_vocabulary
 
 logger = logging.getLogger(__name__)
 

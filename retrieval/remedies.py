@@ -67,9 +67,10 @@ def pick_route(info: QueryInfo, found_doc_ids: Sequence[str]) -> RemedyRoute | N
 
 
 class RemedyRoutes(BaseDocumentCompressor):
-    """The ranking with the question's remedy route (`pick_route`) at `rank` (`short_rank` for a question shorter
-    than `short_chars`): its articles not already above
-    are moved (or, not found, inserted) there, with the score of the article before them and via "remedy".
+    """The ranking with the question's remedy route (`pick_route`) from `rank` (`short_rank` for a question shorter
+    than `short_chars`), one article every `spacing` places: its articles not already above are moved (or, not
+    found, inserted) there, with the score of the article before them and via "remedy"; one the search put above
+    its slot keeps its place among the found articles.
     A follow-up's route articles the previous answer already gave (`Followup.given`) are left where they are."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -104,15 +105,34 @@ class RemedyRoutes(BaseDocumentCompressor):
         if not moved:
             return ranked
         found = {key_of(d): d for d in ranked}
-        rest = [d for d in ranked[rank:] if key_of(d) not in set(moved)]
-        out = list(head)
-        for k in moved:
+        # The route's articles the search found come first, in its order (the one it ranks higher is likelier the
+        # one asked about: «сколько у меня времени, чтобы обратиться в суд» — ТК 160 before 159); then the rest.
+        position = {key_of(d): i for i, d in enumerate(ranked)}
+        moved.sort(key=lambda k: position.get(k, len(ranked)))
+        queue = [d for d in ranked[rank:]]
+        out, pending = list(head), list(moved)
+        while pending:
+            # Found articles fill the places before the next route slot; a route article the search put there
+            # keeps its place (a route never lowers what the search found).
+            while len(out) < slot(out, head, self.spacing, rank) and queue:
+                doc = queue.pop(0)
+                if key_of(doc) in pending:
+                    pending.remove(key_of(doc))
+                    doc = ranked_copy(doc, via="remedy")
+                out.append(doc)
+            if not pending:
+                break
+            k = pending.pop(0)
             score = score_of(out[-1]) if out else 1.0
-            out.append(
-                ranked_copy(found[k], score=score, via="remedy")
-                if k in found
-                else from_corpus(self.articles, k, score=score, via="remedy")
-            )
-            step, rest = rest[: self.spacing - 1], rest[self.spacing - 1 :]
-            out.extend(step)
-        return [*out, *rest]
+            if k in found:
+                queue = [d for d in queue if key_of(d) != k]
+                out.append(ranked_copy(found[k], score=score, via="remedy"))
+            else:
+                out.append(from_corpus(self.articles, k, score=score, via="remedy"))
+        return [*out, *queue]
+
+
+def slot(out: Sequence[Document], head: Sequence[Document], spacing: int, rank: int) -> int:
+    """The place of the next route article: `rank` for the first, then `spacing` below the last one placed."""
+    placed = [i for i in range(len(head), len(out)) if out[i].metadata.get("via") == "remedy"]
+    return placed[-1] + spacing if placed else rank

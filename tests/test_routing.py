@@ -90,6 +90,14 @@ def test_remedy_routes_spaced_leave_substantive_articles_between_them(bm25_retri
     assert [key_of(d) for d in spaced if via(d) != "remedy"] == [key_of(d) for d in together if via(d) != "remedy"]
     scores = [d.metadata["score"] for d in spaced]
     assert scores == sorted(scores, reverse=True)
+    # The route's articles the search found go first, in its order; one it put above its route slot keeps its
+    # place among the found articles (fifth here) instead of going down to its slot (the seventh).
+    bare = [d for d in found if key_of(d) not in {(TK, "159"), (TK, "160")}]
+    route = [bm25_retrieval.first_stage.invoke(f"статья {n} ТК")[0] for n in ("160", "159")]
+    assert [key_of(d) for d in route] == [(TK, "160"), (TK, "159")]
+    searched = [*bare[:4], *route, *bare[4:]]
+    kept = RemedyRoutes(articles=bm25_retrieval.articles, rank=3, spacing=3).compress_documents(searched, question)
+    assert [(i, key_of(d)) for i, d in enumerate(kept) if via(d) == "remedy"] == [(3, (TK, "160")), (5, (TK, "159"))]
 
 
 def test_the_laws_of_sanctions_are_read_from_the_corpus(bm25_retrieval) -> None:
