@@ -109,7 +109,7 @@ class RemedyRoutes(BaseDocumentCompressor):
         # one asked about: «сколько у меня времени, чтобы обратиться в суд» — ТК 160 before 159); then the rest.
         position = {key_of(d): i for i, d in enumerate(ranked)}
         moved.sort(key=lambda k: position.get(k, len(ranked)))
-        queue = [d for d in ranked[rank:]]
+        queue = list(ranked[rank:])
         out, pending = list(head), list(moved)
         while pending:
             # Found articles fill the places before the next route slot; a route article the search put there

@@ -13,8 +13,8 @@ article first. Two signals say which law the question is about, neither learned 
 - **the candidates' agreement** (`candidate_mass`): how much of the first stage's fused score falls in each law.
 
 Apart from these, **the laws of sanctions** (`SanctionLaws`, on by default): the Criminal Code and the Code on
-Administrative Offences answer «what is the punishment»; a question that asks no such thing («может ли
-работодатель удерживать из зарплаты?») wants the rule, not the fine for breaking it. Which laws are laws of
+Administrative Offences answer «what is the punishment»; a question that asks no such thing («можно ли работать
+на дому по трудовому договору?») wants the rule, not the fine for breaking it. Which laws are laws of
 sanctions is read from the corpus (`sanction_laws`: most of their articles set a punishment or a fine).
 
 Each signal, divided by its best law's, gives every law a gap in [0, 1] (0 for the best law); an article's
@@ -214,7 +214,7 @@ class SanctionLaws(BaseDocumentCompressor):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     laws: frozenset[str]
-    weight: float = 0.7
+    weight: float = 0.4
     analyze: Callable[[str], QueryInfo] = analyze_query
 
     def compress_documents(
