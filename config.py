@@ -144,11 +144,10 @@ class Settings(BaseSettings):
         default=3.0, description="Fused-score multiplier of the articles of a code the question names."
     )
     routing: bool = Field(
-        default=False,
+        default=True,
         description="Law routing (retrieval/routing.py): the first stage's articles rescored by which law the "
         "question is about, told from the corpus itself (BM25 over each law's chapter headings and article "
-        "titles; the candidates' agreement). Off: out of fold it gains on short questions but it turns "
-        "«Меня остановили пьяным за рулём» from КоАП to УК (docs/evaluation.md).",
+        "titles; the candidates' agreement), for the questions of ROUTING_LANGS (docs/evaluation.md).",
     )
     sanction_weight: float = Field(
         default=0.4,
@@ -168,6 +167,12 @@ class Settings(BaseSettings):
         ge=0,
         description="Only a question shorter than this is routed: a long one tells a story that touches several "
         "laws, and routing it to one of them lost articles of the others (docs/evaluation.md).",
+    )
+    routing_langs: list[Literal["ru", "kk"]] = Field(
+        default=["kk"],
+        description="The languages of the questions routed (ROUTING): Kazakh ones, whose words match the laws "
+        "that have a Kazakh text over the codes that have none; routing Russian ones too lost out of fold, and "
+        "it turns «Меня остановили пьяным за рулём» from КоАП to УК (docs/evaluation.md).",
     )
     routing_diversity: float = Field(
         default=1.0,

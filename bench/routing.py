@@ -57,6 +57,7 @@ class Point:
     mass: float
     max_chars: int  # only shorter questions are routed (0: all)
     diversity: float
+    langs: str  # ROUTING_LANGS, comma-separated
     rank: int  # REMEDY_RANK
     spacing: int  # REMEDY_SPACING
     short_chars: int  # REMEDY_SHORT_CHARS
@@ -66,8 +67,8 @@ class Point:
         rr = "off" if self.short_rank is None else str(self.short_rank)
         return (
             f"sanction {self.sanction:g}, profile {self.profile:g}, mass {self.mass:g}, max chars {self.max_chars}, "
-            f"diversity {self.diversity:g}, remedy rank {self.rank}, spacing {self.spacing}, "
-            f"under {self.short_chars} chars remedy rank {rr}"
+            f"diversity {self.diversity:g}, routing langs {self.langs}, "
+            f"remedy rank {self.rank}, spacing {self.spacing}, under {self.short_chars} chars remedy rank {rr}"
         )
 
 
@@ -99,7 +100,8 @@ def ranking(retrieval: Retrieval, case: Case, point: Point) -> list[tuple[str, s
     info = case.query.info
     docs = list(case.candidates)
     docs = list(SanctionLaws(laws=retrieval.sanction_laws, weight=point.sanction).compress_documents(docs, case.query))
-    if not (info.refs or info.codes) and not 0 < point.max_chars <= len(info.text):
+    routed_lang = info.lang in point.langs.split(",")
+    if routed_lang and not (info.refs or info.codes) and not 0 < point.max_chars <= len(info.text):
         weighted = [(point.profile, case.signals["profile"]), (point.mass, case.signals["mass"])]
         docs = routed(docs, weighted, point.diversity)
     docs = list(DemoteRepealed().compress_documents(docs, case.query))
@@ -134,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default="0,0.5,1,2,4", help="PROFILE weights of the grid")
     parser.add_argument("--mass", default="0,0.5,1,2", help="mass weights of the grid")
     parser.add_argument("--max-chars", default="0,150,300", help="ROUTING_MAX_CHARS of the grid (0: no limit)")
+    parser.add_argument("--langs", default="ru,kk", help="ROUTING_LANGS of the grid, ';'-separated: ru,kk;kk")
     parser.add_argument("--diversity", default="1,0.8", help="diversity factors of the grid")
     parser.add_argument("--remedy-rank", default="3", help="REMEDY_RANK of the grid")
     parser.add_argument("--spacing", default="1", help="REMEDY_SPACING of the grid")
@@ -169,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     max_chars = [int(x) for x in args.max_chars.split(",")]
     remedy = [[int(x) for x in s.split(",")] for s in (args.remedy_rank, args.spacing, args.short_chars)]
     ranks = [None if r == "none" else int(r) for r in args.short_rank.split(",")]
-    grid = [Point(*p) for p in itertools.product(sanction, profile, mass, max_chars, diversity, *remedy, ranks)]
+    langs = args.langs.split(";")
+    axes = (sanction, profile, mass, max_chars, diversity, langs, *remedy, ranks)
+    grid = [Point(*p) for p in itertools.product(*axes)]
     grid = [p for p in grid if p.short_chars or p.short_rank == grid[0].short_rank]  # short_rank needs short_chars
     # The ranking before the laws of sanctions, routing and the spaced routes (the baseline of docs/evaluation.md).
-    today = Point(0.0, 0.0, 0.0, 0, 1.0, settings.remedy_rank, 1, 0, settings.remedy_short_rank)
+    today = Point(0.0, 0.0, 0.0, 0, 1.0, "ru,kk", settings.remedy_rank, 1, 0, settings.remedy_short_rank)
     if today not in grid:
         grid.append(today)
     per = {point: [score(ranking(base, c, point), c.question.relevant_keys) for c in cases] for point in grid}

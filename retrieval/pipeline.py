@@ -106,7 +106,7 @@ class Retrieval:
 
     @property
     def profiles(self) -> LawProfiles:
-        """The laws' headings routing reads, built at first use (~0.5 s at a start): only when ROUTING is on."""
+        """The laws' headings routing reads, built at first use (~0.5 s): the first question routed."""
         if self._profiles is None:
             self._profiles = LawProfiles.from_articles(self.articles)
         return self._profiles
@@ -121,12 +121,13 @@ class Retrieval:
         """The law routing stage (retrieval/routing.py) with this chain's settings."""
         s = self.settings
         return LawRouting(
-            profiles=self.profiles,
+            profiles=lambda: self.profiles,
             lexicon=self.lexicon,
             profile_weight=s.routing_profile_weight,
             mass_weight=s.routing_mass_weight,
             diversity=s.routing_diversity,
             max_chars=s.routing_max_chars,
+            langs=tuple(s.routing_langs),
             analyze=self.analyze,
         )
 

@@ -156,8 +156,9 @@ class LawRouting(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    profiles: LawProfiles
-    """BM25 over the laws' chapters (headings and article titles)."""
+    profiles: LawProfiles | Callable[[], LawProfiles]
+    """BM25 over the laws' chapters (headings and article titles), or what builds it at the first question
+    routed (~0.5 s on the full corpus, which a replica's start does not pay)."""
     lexicon: Lexicon | None = None
     """Kazakh → Russian stems for a Kazakh question's profile search; None: its own words only."""
     profile_weight: float = 1.0
@@ -166,13 +167,22 @@ class LawRouting(BaseDocumentCompressor):
     """Below 1: a second article of one law counts this many times its score (see `routed`)."""
     max_chars: int = 150
     """Only a question shorter than this is routed (a long one tells a story touching several laws); 0: all."""
+    langs: tuple[str, ...] = ("ru", "kk")
+    """Only a question in one of these languages is routed."""
     analyze: Callable[[str], QueryInfo] = analyze_query
     """Question → QueryInfo, for a question given as a plain `str`."""
+
+    def law_profiles(self) -> LawProfiles:
+        if not isinstance(self.profiles, LawProfiles):
+            self.profiles = self.profiles()
+        return self.profiles
 
     def signals(self, info: QueryInfo, candidates: Sequence[Document]) -> dict[str, dict[str, float]]:
         """Each law's gap by each signal: {"profile": …, "mass": …}."""
         return {
-            "profile": gaps(self.profiles.scores(profile_terms(info, self.lexicon))) if self.profile_weight else {},
+            "profile": gaps(self.law_profiles().scores(profile_terms(info, self.lexicon)))
+            if self.profile_weight
+            else {},
             "mass": gaps(candidate_mass(candidates)) if self.mass_weight else {},
         }
 
@@ -186,6 +196,8 @@ class LawRouting(BaseDocumentCompressor):
         # A question naming its article or code, or a follow-up on the codes the previous answer cited, settles
         # the law itself (the explicit and law-aware steps); a long one is not routed (max_chars).
         if info.refs or info.codes or q.followup.prefer_docs or 0 < self.max_chars <= len(info.text):
+            return list(documents)
+        if info.lang not in self.langs:
             return list(documents)
         s = self.signals(info, documents)
         return routed(documents, [(self.profile_weight, s["profile"]), (self.mass_weight, s["mass"])], self.diversity)
