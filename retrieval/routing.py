@@ -193,9 +193,11 @@ class LawRouting(BaseDocumentCompressor):
             return []
         q = as_query(query, self.analyze)
         info = q.info
-        # A question naming its article or code, or a follow-up on the codes the previous answer cited, settles
-        # the law itself (the explicit and law-aware steps); a long one is not routed (max_chars).
-        if info.refs or info.codes or q.followup.prefer_docs or 0 < self.max_chars <= len(info.text):
+        # A question naming its article or code settles the law itself (the explicit and law-aware steps), and so
+        # does a conversation for a follow-up read with it (its law routed, dialogues_dev lost two firsts: «Мас
+        # күйінде көлік жүргізіп ұсталдым…» went from КоАП to УК); a long one is not routed (max_chars).
+        settled = info.refs or info.codes or q.followup.prefer_docs or q.followup.own
+        if settled or 0 < self.max_chars <= len(info.text):
             return list(documents)
         if info.lang not in self.langs:
             return list(documents)

@@ -10,6 +10,7 @@ import pytest
 
 from retrieval.articles import key_of
 from retrieval.ranking import via
+from retrieval.records import Followup
 from retrieval.remedies import RemedyRoutes
 from retrieval.routing import LawRouting, SanctionLaws, gaps, profile_terms, sanction_laws
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
@@ -62,6 +63,9 @@ def test_routing_rescores_copies_and_leaves_long_and_named_questions_alone(bm25_
     named = "ст. 42-3 " + BRIBE_KK
     docs = bm25_retrieval.first_stage.invoke(named)
     assert router.compress_documents(docs, bm25_retrieval.query(named)) == docs
+    # A follow-up read with its conversation: the conversation settles the law.
+    followup = bm25_retrieval.query(BRIBE_KK, Followup(own=BRIBE_KK, own_weight=1.0))
+    assert router.compress_documents(found, followup) == found
 
 
 def test_a_short_question_gets_the_remedy_route_below_the_top_five(bm25_retrieval) -> None:
