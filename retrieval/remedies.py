@@ -104,35 +104,30 @@ class RemedyRoutes(BaseDocumentCompressor):
         moved = [k for k in refs if k in self.articles and k not in in_head and k not in given]
         if not moved:
             return ranked
-        found = {key_of(d): d for d in ranked}
         # The route's articles the search found come first, in its order (the one it ranks higher is likelier the
         # one asked about: «сколько у меня времени, чтобы обратиться в суд» — ТК 160 before 159); then the rest.
         position = {key_of(d): i for i, d in enumerate(ranked)}
-        moved.sort(key=lambda k: position.get(k, len(ranked)))
-        queue = list(ranked[rank:])
-        out, pending = list(head), list(moved)
+        pending = sorted(moved, key=lambda k: position.get(k, len(ranked)))
+        out, queue = list(head), list(ranked[rank:])
+        next_slot = rank  # the place of the next route article: `rank`, then `spacing` below the last one placed
         while pending:
             # Found articles fill the places before the next route slot; a route article the search put there
             # keeps its place (a route never lowers what the search found).
-            while len(out) < slot(out, head, self.spacing, rank) and queue:
+            while len(out) < next_slot and queue:
                 doc = queue.pop(0)
                 if key_of(doc) in pending:
                     pending.remove(key_of(doc))
                     doc = ranked_copy(doc, via="remedy")
+                    next_slot = len(out) + self.spacing
                 out.append(doc)
             if not pending:
                 break
             k = pending.pop(0)
             score = score_of(out[-1]) if out else 1.0
-            if k in found:
+            if k in position:
                 queue = [d for d in queue if key_of(d) != k]
-                out.append(ranked_copy(found[k], score=score, via="remedy"))
+                out.append(ranked_copy(ranked[position[k]], score=score, via="remedy"))
             else:
                 out.append(from_corpus(self.articles, k, score=score, via="remedy"))
+            next_slot = len(out) - 1 + self.spacing
         return [*out, *queue]
-
-
-def slot(out: Sequence[Document], head: Sequence[Document], spacing: int, rank: int) -> int:
-    """The place of the next route article: `rank` for the first, then `spacing` below the last one placed."""
-    placed = [i for i in range(len(head), len(out)) if out[i].metadata.get("via") == "remedy"]
-    return placed[-1] + spacing if placed else rank

@@ -237,7 +237,8 @@ class SanctionLaws(BaseDocumentCompressor):
         q = as_query(query, self.analyze)
         info = q.info
         # A question naming its article or code, or a follow-up on the codes the previous answer cited, settles
-        # the law itself, as for LawRouting.
+        # the law itself. (Unlike routing, a follow-up read with its conversation still asks a rule or a sanction
+        # of its own: the follow-up figures of docs/evaluation.md were measured with this stage on for it.)
         settled = info.refs or info.codes or q.followup.prefer_docs
         if not documents or not (self.weight and self.laws) or info.asks_sanction or settled:
             return list(documents)
