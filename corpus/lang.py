@@ -3,9 +3,12 @@ of a word, which legal references (corpus/legal/) and the search analyzer (retri
 
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
-from functools import lru_cache
+from functools import cache, lru_cache
+from importlib.metadata import version
+from pathlib import Path
 
 import snowballstemmer
 from snowballstemmer.basestemmer import BaseStemmer
@@ -28,10 +31,15 @@ def script_lang(text: str) -> Lang:
 
 # Kazakh inflectional endings by slot, innermost first (stem + verb form + plural + possessive + case):
 # stripping from the right goes case → possessive → plural → verb form. Derivational ones (-лық, -шы) stay.
+# A question's verbs carry person and mood (бердім, болса, кеткім келеді) where the law says беру, болу, кету: those
+# endings, each whole with its person, are verb forms too. A negation (-ма-/-ме-: сақталмайтын, unpaid) is meaning
+# and stays (stripped, «жалақысы сақталмайтын демалыс» lost its first place on kk_dev).
 _KK_SLOTS: tuple[str, ...] = (
     """ған ген қан кен атын етін йтын йтін итін ытын ады еді йды йді ыды іді ып іп у уы уі уға уге уда уде
     удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек сыз сіз ғаны гені қаны кені ғанын генін
-    қанын кенін ғанына геніне ғаннан геннен""",
+    қанын кенін ғанына геніне ғаннан геннен
+    дым дім тым тім дыңыз діңіз тыңыз тіңіз ймын ймін ймыз йміз йсың йсің
+    са се сам сем саң сең саңыз сеңіз ғым гім қым кім""",
     "лар лер дар дер тар тер",
     "ым ім м ың ің ң ымыз іміз мыз міз ыңыз іңіз ңыз ңіз сы сі ы і",
     """ның нің дың дің тың тің ға ге қа ке на не ны ні ды ді ты ті ын ін да де та те нда нде дағы дегі тағы
@@ -39,6 +47,7 @@ _KK_SLOTS: tuple[str, ...] = (
 )
 _KK_SLOT = {suffix: slot for slot, words in enumerate(_KK_SLOTS) for suffix in words.split()}
 _KK_SUFFIXES = tuple(sorted(_KK_SLOT, key=len, reverse=True))
+_KK_CONDITIONAL = frozenset("са се сам сем саң сең саңыз сеңіз".split())  # after any stem
 _KK_MIN_STEM = 3
 _KK_VOWELS = frozenset("аәеиоөұүыіуэюя")
 # Root-final voicing alternates before vowel endings (бап → бабы, құқық → құқығы, жүрек → жүрегі).
@@ -80,6 +89,8 @@ def _fits(rest: str, suffix: str) -> bool:
     last = rest[-1]
     vowel = last in _KK_VOWELS
     head = suffix[0]
+    if suffix in _KK_CONDITIONAL:
+        return True
     if head == "с" or len(suffix) == 1 and head not in _KK_VOWELS:
         return vowel
     if head == "н":
@@ -115,3 +126,11 @@ def stem_kk(word: str) -> str:
 def stem_ru(word: str) -> str:
     """Snowball Russian stem."""
     return _ru_stemmer().stemWord(word)
+
+
+@cache
+def stemmer_id() -> str:
+    """What makes the stems: Snowball's version and a digest of this module (the Kazakh stripper's endings). An
+    index file of stems (BM25's terms, the lexicon) records it and is rebuilt when it changes."""
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return f"snowball-{version('snowballstemmer')}:kk-{code}"

@@ -30,7 +30,7 @@ from scipy import sparse
 
 from config import Settings
 from corpus.files import DamagedFile, FileDigest, atomic_write, check_file, read_json, read_meta, recorded_digest
-from corpus.lang import normalize, stem_kk, stem_ru
+from corpus.lang import normalize, stem_kk, stem_ru, stemmer_id
 from corpus.legal.registry import ADILET_SOURCES
 from corpus.records import Chunk, Lang, content_hash
 
@@ -219,7 +219,8 @@ def _best(
 
 
 def fingerprint(chunks: Iterable[Chunk]) -> str:
-    """What the lexicon is learned from: the recipe's version and the texts of the articles in both languages."""
+    """What the lexicon is learned from: the recipe's version, the stemmer and the texts of the articles in both
+    languages."""
     chunks = list(chunks)
     langs: dict[tuple[str, str], set[str]] = defaultdict(set)
     for c in chunks:
@@ -230,7 +231,7 @@ def fingerprint(chunks: Iterable[Chunk]) -> str:
         if len(langs[(c.doc_id, c.article)]) == 2
     )
     names = [f"{s.title_kk}|{s.title_ru}|{s.short_kk}|{s.short_ru}" for s in ADILET_SOURCES]
-    return content_hash(f"lexicon-v{LEXICON_VERSION}", *names, *(f"{i}={h}" for i, h in parallel))
+    return content_hash(f"lexicon-v{LEXICON_VERSION}", stemmer_id(), *names, *(f"{i}={h}" for i, h in parallel))
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,29 @@ def test_kazakh_suffixes_on_real_words(forms: list[str], stem: str, kaz_words: s
     assert {stem_kk(f) for f in forms} == {stem}
 
 
+@pytest.mark.parametrize(
+    ("forms", "stem"),
+    [
+        (["болса", "болсам", "болсаңыз"], "бол"),  # conditional, with its person
+        (["бердім", "берсе"], "бер"),  # past with its person; conditional
+        (["ұсталдым", "ұсталса"], "ұстал"),
+        (["кеткім", "кетсе"], "кет"),  # «кеткім келеді»: I want to leave
+        (["істеймін", "істейміз"], "істе"),  # present, first person
+        (["қорқытса", "қорқытып"], "қорқыт"),
+    ],
+)
+def test_kazakh_verbs_inflected_for_person_and_mood(forms: list[str], stem: str) -> None:
+    # a question's verbs (бердім, болса, кеткім келеді) meet the stems of the law's verbal nouns (беру, болу, кету)
+    assert {stem_kk(f) for f in forms} == {stem}
+    assert stem_kk(f"{stem}у") == stem
+
+
+def test_kazakh_negation_is_kept() -> None:
+    # «жалақысы сақталмайтын демалыс» is unpaid leave: the negation is the meaning, not an ending to drop
+    assert stem_kk("сақталмайтын") != stem_kk("сақталатын")
+    assert stem_kk("төлемейді") != stem_kk("төлейді")
+
+
 def test_kazakh_stemmer_keeps_short_stems() -> None:
     assert stem_kk("ата") == "ата"  # not "ат"
     assert stem_kk("жаза") == "жаза"

@@ -72,6 +72,18 @@ def test_the_index_build_writes_the_lexicon_and_a_rebuild_keeps_it(slice_setting
     assert read_lexicon(folder, lexicon_fingerprint(chunks[:-1])) is None
 
 
+def test_a_lexicon_of_another_stemmer_is_out_of_date(
+    slice_settings: Settings, chunks, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The lexicon is stems: learned with other Kazakh endings its keys are not the stems a question now gets.
+    settings = slice_settings.model_copy(update={"data_dir": slice_settings.data_dir.parent / "stemmer"})
+    assert not build_lexicon(settings, chunks).unchanged
+    assert build_lexicon(settings, chunks).unchanged
+    monkeypatch.setattr("index.lexicon.stemmer_id", lambda: "snowball-0:kk-another")
+    assert read_lexicon(settings.index_dir / FOLDER, lexicon_fingerprint(chunks)) is None
+    assert not build_lexicon(settings, chunks).unchanged
+
+
 @pytest.mark.parametrize(
     ("damage", "problem"),
     [
