@@ -20,6 +20,7 @@ TK = "K1500000414"
 KOBS = "K1100000518"
 CONST = "K950001000_"
 ZPP = "Z100000274_"
+GK = "K940001000_"  # the Civil Code, general part
 
 
 def refs(*pairs: tuple[str, str]) -> tuple[ArticleRef, ...]:
@@ -196,6 +197,14 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         # Kazakh endings the stemmer strips unevenly: «пирамиданы», «пирамидасын» still meet «пирамида»
         ("Қаржы пирамидасын ұйымдастырса не болады?", (UK, "217")),
         ("Қаржылық пирамиданы құрған адамға қандай жаза бар?", (UK, "217")),
+        # a weapon's threat: robbery when something is taken (and the threat itself), in either language
+        ("Отобрали телефон, угрожая ножом", (UK, "192")),
+        ("Телефонымды пышақ кезеп тартып алды", (UK, "192")),
+        ("Мне угрожал ножом сосед", (UK, "115")),
+        # «how long ago» for a debt is the limitation period; a Kazakh verb's person and mood endings matched too
+        ("Прошло пять лет, можно ли взыскать долг?", (GK, "178")),
+        ("Бес жыл өтті, қарызды өндіріп алуға бола ма?", (GK, "178")),
+        ("Купил пылесос, через неделю сломался", (ZPP, "15")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
