@@ -28,12 +28,13 @@ and returning an `Understood`:
        from `lean` up weighs as much as the glued search, so that the articles its words point to reach the top.
        A weight growing with the share, rather than a threshold between the two, measured better out of fold.
 
-  "Glued" searches the previous turn's search question (which already carries its own context when it was a
-  follow-up) followed by the message. A follow-up read with context also carries a `Followup` for retrieval: the
-  message's own words and their weight, and the remedy route the previous answer already gave (not put at the top
-  again). The previous answer's code is not preferred: the message's own terms decide where it lands (preferring
-  that code measured worse on both dev sets, docs/evaluation.md). The thresholds and weights were chosen by
-  cross-validation over dialogues (`python -m bench.followup --cv`).
+  "Glued" searches the previous turn's search question (which already carries its own context when it was a follow-up)
+  followed by the message; an older turn's instead when its answer's documents hold more of the message's own top
+  articles (`related`: «Возвращаясь к увольнению: …» after a question on alimony). A follow-up read with context also
+  carries a `Followup` for retrieval: the message's own words and their weight, and the remedy route the previous
+  answer already gave (not put at the top again). The previous answer's code is not preferred: the message's own terms
+  decide where it lands (preferring that code measured worse on both dev sets, docs/evaluation.md). The thresholds and
+  weights were chosen by cross-validation over dialogues (`python -m bench.followup --cv`).
 """
 
 from __future__ import annotations
@@ -109,19 +110,28 @@ class Understood:
 class Reading:
     """What retrieval says about a follow-up (the signals of the module docstring's step 3)."""
 
-    glued: str  # the previous turn's search question followed by the message
+    glued: str  # the search question of the turn it goes on from, followed by the message
     share: float | None  # best BM25 match of the message alone / of the glued text (None: no BM25)
     own_docs: tuple[str, ...]  # documents of the message's own top articles
-    previous_docs: frozenset[str]  # documents the previous answer cited (or its search landed in)
+    previous_docs: frozenset[str]  # documents the turn it goes on from cited (or its search landed in)
     given: frozenset[ArticleKey]  # remedy-route articles the previous answer gave
 
 
-def glue(history: Sequence[Exchange], question: str, max_chars: int) -> str:
-    """The previous turn's search question (its head, at most `max_chars`) followed by the message."""
-    before = history[-1].searched
+def glue(history: Sequence[Exchange], question: str, max_chars: int, to: int = -1) -> str:
+    """An earlier turn's search question (the previous one's by default; its head, at most `max_chars`) followed by
+    the message."""
+    before = history[to].searched
     if len(before) > max_chars:
         before = before[:max_chars].rsplit(" ", 1)[0]
     return f"{before} {question}"
+
+
+def related(own_docs: Sequence[str], docs: Sequence[frozenset[str]]) -> int:
+    """Which earlier turn a message goes on from (an index into the history): the previous one, unless an older
+    one's documents hold more of the message's own top articles («Возвращаясь к увольнению: …» after a question
+    on alimony goes on from the dismissal); the latest wins a tie."""
+    shared = [sum(d in turn for d in own_docs) for turn in docs]
+    return max(range(len(docs)), key=lambda i: (shared[i], i)) - len(docs)
 
 
 @dataclass(frozen=True)
@@ -160,9 +170,12 @@ class FollowupRule:
         return self.decide(question, self.read(question, history))
 
     def read(self, question: str, history: Sequence[Exchange]) -> Reading:
-        """The signals of a follow-up after `history` (the module docstring's step 3)."""
-        previous = history[-1]
-        glued = glue(history, question, self.max_chars)
+        """The signals of a follow-up after `history` (the module docstring's step 3), read against the earlier
+        turn it goes on from (`related`)."""
+        own_docs = tuple(list(self.search(question))[: self.top])
+        docs = [self.docs_of(ex) for ex in history]
+        to = related(own_docs, docs)
+        glued = glue(history, question, self.max_chars, to)
         own, whole = self.best_match(question), self.best_match(glued)
         share = None if own is None or whole is None else (own / whole if whole > 0 else 0.0)
         info = analyze_query(question)
@@ -170,12 +183,14 @@ class FollowupRule:
             # it names its own legal object (a code, an offence or institution of the synonym map): however
             # strong the earlier turn's words match, the message does not lean on them
             share = max(share, self.new_subject)
-        given = frozenset((s.doc_id, s.article) for s in previous.sources if s.remedy)
-        previous_docs = {s.doc_id for s in previous.sources if not s.remedy}
-        if not previous_docs:
-            previous_docs = set(list(self.search(previous.searched))[: self.top])
-        own_docs = tuple(list(self.search(question))[: self.top])
-        return Reading(glued, share, own_docs, frozenset(previous_docs), given)
+        # the routes the last answer gave: what the user has just read
+        given = frozenset((s.doc_id, s.article) for s in history[-1].sources if s.remedy)
+        return Reading(glued, share, own_docs, docs[to], given)
+
+    def docs_of(self, exchange: Exchange) -> frozenset[str]:
+        """The documents an earlier answer cited (or, citing none, its search landed in)."""
+        cited = {s.doc_id for s in exchange.sources if not s.remedy}
+        return frozenset(cited or list(self.search(exchange.searched))[: self.top])
 
     def decide(self, question: str, reading: Reading) -> Understood:
         """Continues, refines or changes the subject, by the reading's signals and this rule's settings."""

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from answer.followup import FollowupCondenser, glue, history_messages
+from answer.followup import FollowupCondenser, glue, history_messages, related
 from answer.llm import build_chat_model
 from answer.records import Exchange
 from corpus.legal.registry import CRIMINAL_CODE_ID
@@ -314,6 +314,28 @@ def test_a_new_subject_keeps_the_conversations_best_articles_below_its_own(chain
     assert fused[0] == top(chain, question, 1)[0]  # the message's own best leads
     kept = [k for k in glued_best if k in fused]
     assert kept and not set(kept) & set(top(chain, question, 10))
+
+
+def test_a_message_goes_on_from_the_earlier_turn_holding_its_own_articles():
+    # the index of the turn whose documents hold most of the message's own top articles; the latest wins a tie
+    dismissal, fine = frozenset({TK}), frozenset({KOAP})
+    assert related([TK, TK, KOAP], [dismissal, fine]) == -2
+    assert related([TK, KOAP], [dismissal, fine]) == -1
+    assert related([CRIMINAL_CODE_ID], [dismissal, fine]) == -1
+    assert related([TK], [dismissal]) == -1
+
+
+def test_a_return_to_an_older_turn_is_glued_to_it(chain):
+    # a dismissal, then a speeding fine, then back to the dismissal: the message goes on from the first turn
+    history = asked(chain, "Меня незаконно уволили с работы.", "И ещё вопрос: какой штраф за превышение скорости?")
+    assert {s.doc_id for s in history[-1].sources} == {KOAP}
+    question = "Возвращаясь к увольнению: в какой срок можно обратиться в суд?"
+    understood = chain.understand(question, history)
+    assert understood.used_history
+    assert understood.search_question == glue(history, question, chain.followup.rule.max_chars, -2)
+    assert "скорости" not in understood.search_question
+    result = chain.invoke(question, history)
+    assert result.sources and result.sources[0].doc_id == TK
 
 
 def test_the_messages_own_terms_leave_the_previous_answers_code(chain):
