@@ -130,7 +130,8 @@ def stem_ru(word: str) -> str:
 
 @cache
 def stemmer_id() -> str:
-    """What makes the stems: Snowball's version and a digest of this module (the Kazakh stripper's endings). An
-    index file of stems (BM25's terms, the lexicon) records it and is rebuilt when it changes."""
+    """What makes the stems: Snowball's version and a digest of this module (the Kazakh stripper's endings). The
+    lexicon, a file of stems, records it and is learned again when it changes (BM25's analyzer id digests this
+    module too)."""
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     return f"snowball-{version('snowballstemmer')}:kk-{code}"

@@ -201,7 +201,7 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         ("Отобрали телефон, угрожая ножом", (UK, "192")),
         ("Телефонымды пышақ кезеп тартып алды", (UK, "192")),
         ("Мне угрожал ножом сосед", (UK, "115")),
-        # «how long ago» for a debt is the limitation period; a Kazakh verb's person and mood endings matched too
+        # «how long ago» for a debt is the limitation period; a thing bought that broke, the consumer law
         ("Прошло пять лет, можно ли взыскать долг?", (GK, "178")),
         ("Бес жыл өтті, қарызды өндіріп алуға бола ма?", (GK, "178")),
         ("Купил пылесос, через неделю сломался", (ZPP, "15")),
