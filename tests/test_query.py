@@ -159,6 +159,7 @@ NOT_CRIMINAL = [
     "Мұраны қалай қабылдауға болады?",
     "Жылдамдықты асырғаны үшін айыппұл қанша?",
     "статья 52 ТК РК",
+    "Начальник хочет наказать меня за прогул, в какой срок он может это сделать?",  # discipline, not a crime
 ]
 
 
@@ -205,6 +206,9 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         ("Прошло пять лет, можно ли взыскать долг?", (GK, "178")),
         ("Бес жыл өтті, қарызды өндіріп алуға бола ма?", (GK, "178")),
         ("Купил пылесос, через неделю сломался", (ZPP, "15")),
+        # an employee's discipline is the Labour Code's
+        ("Начальник хочет наказать меня за прогул", (TK, "64")),
+        ("Жұмысқа кешігіп келдім, маған қандай жаза береді?", (TK, "64")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
@@ -216,6 +220,13 @@ def test_a_phrase_inside_a_longer_phrase_gives_way() -> None:
     # "украли" alone means theft; "украли невесту" is kidnapping, not theft
     info = analyze_query("Если украли невесту, это преступление?")
     assert ArticleRef(UK, "188") not in info.synonym_refs
+
+
+def test_wages_paid_late_are_not_being_late_for_work() -> None:
+    # «кешіктіреді» (the employer delays) and «кешігіп келдім» (I came late) share a stem: only the second is
+    # discipline
+    refs = analyze_query("Жұмыс берушім жалақыны үнемі кешіктіреді").synonym_refs
+    assert ArticleRef(TK, "113") in refs and ArticleRef(TK, "64") not in refs
 
 
 def test_no_synonyms_for_an_unrelated_question() -> None:
