@@ -12,7 +12,13 @@ from corpus.legal import ArticleRef, read_references
 from corpus.legal.registry import CRIMINAL_CODE_ID, SOURCES_BY_ID
 from corpus.records import Lang
 from retrieval.analyzer import detect_lang, has_kazakh_letters
-from retrieval.synonyms import criminal_vocabulary, load_synonyms, match_phrases, sanction_vocabulary
+from retrieval.synonyms import (
+    criminal_vocabulary,
+    load_synonyms,
+    match_phrases,
+    question_stems,
+    sanction_vocabulary,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +54,8 @@ def analyze_query(question: str, *, titles: Callable[[ArticleRef], str | None] |
     matched_entries = [entries_all[e] for e, _, _ in sorted(hits, key=lambda h: (h[2], -len(h[1])))]
     matched_entries = list({id(e): e for e in matched_entries}.values())
 
-    criminal = criminal_vocabulary(question, matched_entries, found.mentions)
+    stems = question_stems(question)
+    criminal = criminal_vocabulary(stems, matched_entries, found.mentions)
     if found.names_code(CRIMINAL_CODE_ID):
         criminal = True
 
@@ -65,7 +72,7 @@ def analyze_query(question: str, *, titles: Callable[[ArticleRef], str | None] |
         codes=found.codes,
         synonym_refs=synonym_refs,
         augmented=augmented,
-        asks_sanction=criminal or sanction_vocabulary(question),
+        asks_sanction=criminal or sanction_vocabulary(stems),
     )
 
 

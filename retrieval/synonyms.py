@@ -196,17 +196,23 @@ def _phrase_span(
     return None
 
 
-def sanction_vocabulary(question: str) -> bool:
-    """Whether the question asks about a sanction or liability at all (a crime, a punishment, a fine, who
-    answers for it), in either language."""
+def question_stems(question: str) -> frozenset[str]:
+    """The question's stems read as Russian and as Kazakh (a question may mix them): what the vocabularies below
+    are matched against."""
+    return frozenset(analyze(question, "ru")) | frozenset(analyze(question, "kk"))
+
+
+def sanction_vocabulary(stems: frozenset[str]) -> bool:
+    """Whether the question (its `question_stems`) asks about a sanction or liability at all (a crime, a
+    punishment, a fine, who answers for it), in either language."""
     sets = _stem_sets()
-    stems = set(analyze(question, "ru")) | set(analyze(question, "kk"))
     return bool(stems & (sets["crime"] | sets["weak"] | sets["admin"] | sets["liability"]))
 
 
-def criminal_vocabulary(question: str, entries: list[SynonymEntry], mentions: Iterable[Mention]) -> bool:
+def criminal_vocabulary(stems: frozenset[str], entries: list[SynonymEntry], mentions: Iterable[Mention]) -> bool:
+    """Whether the question (its `question_stems`, the synonym entries and code mentions found in it) is about a
+    crime."""
     sets = _stem_sets()
-    stems = set(analyze(question, "ru")) | set(analyze(question, "kk"))
     if stems & sets["crime"] or any(e.criminal for e in entries):
         return True
     if any(CRIMINAL_CODE_ID in m.doc_ids for m in mentions):
