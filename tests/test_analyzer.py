@@ -76,6 +76,30 @@ def test_kazakh_suffixes_on_real_words(forms: list[str], stem: str, kaz_words: s
 @pytest.mark.parametrize(
     ("forms", "stem"),
     [
+        (["шарт", "шарты", "шартқа", "шартты", "шарттың"], "шарт"),  # -ты only after a voiceless sound: not шар-ты
+        (["қаңтар", "қаңтарға", "қаңтардан"], "қаңтар"),  # -тар is no plural after ң: not қаң-тар
+        (["резидент", "резиденті"], "резидент"),
+        (["орган", "органда", "органдағы"], "орган"),  # -нда follows only the possessive -ы/-і: not орга-нда
+        (["мекен", "мекенде"], "мекен"),
+        (["демалыс", "демалысы", "демалысын"], "демалыс"),  # a noun in -ыс with its possessive: not демалы-сы
+        (["басшы", "басшысы"], "басшы"),  # a stem in -ы with -сы
+    ],
+)
+def test_kazakh_endings_agree_with_the_stems_last_sound(forms: list[str], stem: str, kaz_words: set[str]) -> None:
+    missing = [f for f in forms if f not in kaz_words]
+    assert not missing, f"{missing} do not occur in the Kazakh corpus: pick real word forms"
+    assert {stem_kk(f) for f in forms} == {stem}
+
+
+def test_kazakh_locative_after_a_participle() -> None:
+    # «жұмыстан шыққанда» (on leaving the job): шық-қан-да, the participle's ending and the locative
+    assert stem_kk("шыққанда") == stem_kk("шыққан") == "шық"
+    assert stem_kk("жұмысында") == "жұмыс"  # and -нда after the possessive
+
+
+@pytest.mark.parametrize(
+    ("forms", "stem"),
+    [
         (["болса", "болсам", "болсаңыз"], "бол"),  # conditional, with its person
         (["бердім", "берсе"], "бер"),  # past with its person; conditional
         (["ұсталдым", "ұсталса"], "ұстал"),
