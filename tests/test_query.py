@@ -209,6 +209,10 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         # an employee's discipline is the Labour Code's
         ("Начальник хочет наказать меня за прогул", (TK, "64")),
         ("Жұмысқа кешігіп келдім, маған қандай жаза береді?", (TK, "64")),
+        # Kazakh as it is typed in a chat: first person, past, the everyday verb
+        ("Өз еркіммен жұмыстан шықтым, екі апта жұмыс істеуім керек пе?", (TK, "56")),
+        ("Жалақымды үш ай бермей жүр", (TK, "113")),
+        ("Түнде біреу машинамды айдап кетті", (UK, "200")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
@@ -233,6 +237,9 @@ def test_no_synonyms_for_an_unrelated_question() -> None:
     assert analyze_query("Какая сегодня погода в Алматы?").synonym_refs == ()
     # a Kazakh-only word typed in a Russian question does not fire ("пара" is a bribe in Kazakh)
     assert analyze_query("Купил пару ботинок").synonym_refs == ()
+    # «ата-ана» (parents) is no «анаша» (cannabis) and «айыру» (to deprive) no «айырылысу» (to part)
+    refs = analyze_query("Ата-ана құқығынан қандай жағдайларда айыруға болады?").synonym_refs
+    assert refs and {r.doc_id for r in refs} == {KOBS}
 
 
 def test_augmented_query_injects_numbers_titles_and_code() -> None:
