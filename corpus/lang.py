@@ -99,14 +99,14 @@ def _fits(rest: str, suffix: str) -> bool:
     """Whether a Kazakh ending can follow the stem: an ending's first sound agrees with the stem's last one (-сы,
     -ны, -м after vowels; -ы, -ын after consonants; -ты, -қа, -пен after voiceless ones; -ды, -ға after vowels and
     voiced ones, but the genitive -дың and the plural -дар never after a vowel; -лар after vowels and р, й, у;
-    -нда, -на only after the possessive -ы/-і: шыққан-да, not шыққа-нда). An
-    ending the stem's sound rules out is part of the word: шарт-ы, not шар-ты; қаңтар-дан, not қаң-тар-дан."""
+    -нда, -на only after the possessive -ы/-і: шыққан-да, not шыққа-нда). An ending the stem's sound rules out is
+    part of the word: шарт-ы, not шар-ты; қаңтар-дан, not қаң-тар-дан."""
     last = rest[-1]
     vowel = last in _KK_VOWELS
     head = suffix[0]
     if suffix in _KK_CONDITIONAL or head in "уш":
         return True
-    if suffix in ("сы", "сі") and rest[-1] in "ыі" and rest[-2:-1] in _KK_NOUNS_IN_IS:
+    if suffix in ("сы", "сі") and last in "ыі" and rest[-2:-1] in _KK_NOUNS_IN_IS:
         return False  # жұмыс-ы, демалыс-ы, қылмыс-ы: the noun's own -ыс, not a stem in -ы
     if head == "с" or len(suffix) == 1 and head not in _KK_VOWELS:
         return vowel
