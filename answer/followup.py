@@ -27,6 +27,9 @@ and returning an `Understood`:
        ranking; one that says more *refines* the situation (a new aspect, an escalated crime, another claim) and
        from `lean` up weighs as much as the glued search, so that the articles its words point to reach the top.
        A weight growing with the share, rather than a threshold between the two, measured better out of fold.
+     Either way the best article of the message's own search ranks no lower than `own_best_at` (4): a change of
+     subject the signals read as a continuation («Какой штраф, если встал на место для инвалидов?» after a
+     question on a sofa) still shows what it asks in the top few, at the cost of one place below the third.
 
   "Glued" searches the previous turn's search question (which already carries its own context when it was a follow-up)
   followed by the message; an older turn's instead when its answer's documents hold more of the message's own top
@@ -149,6 +152,8 @@ class FollowupRule:
             previous answer is a new subject.
         new_weight: weight of a new subject's own search fused with the glued one (1); None: it is searched
             alone.
+        own_best_at: the best article of the message's own search ranks no lower than this in a glued search
+            (`Followup.own_best_at`; None: where the fusion puts it).
     """
 
     search: Callable[[str], Sequence[str]]
@@ -158,6 +163,7 @@ class FollowupRule:
     lean: float = 0.25
     new_subject: float = 0.4
     new_weight: float | None = 1.0
+    own_best_at: int | None = 4
 
     def __call__(self, question: str, history: Sequence[Exchange]) -> Understood:
         if not history:
@@ -199,11 +205,12 @@ class FollowupRule:
         if share is not None and share >= self.new_subject and 2 * elsewhere > len(reading.own_docs):
             if self.new_weight is None:
                 return Understood(question, False, "new subject")
-            followup = Followup(own=question, given=reading.given, own_weight=self.new_weight)
+            at = self.own_best_at
+            followup = Followup(own=question, given=reading.given, own_weight=self.new_weight, own_best_at=at)
             return Understood(reading.glued, True, "new subject", followup)
         # without BM25 (no share) the message's own words weigh as much as the glued search
         weight = 1.0 if share is None else min(1.0, share / self.lean)
-        followup = Followup(own=question, given=reading.given, own_weight=weight)
+        followup = Followup(own=question, given=reading.given, own_weight=weight, own_best_at=self.own_best_at)
         return Understood(reading.glued, True, "refines" if weight >= 1.0 else "continues", followup)
 
 

@@ -5,10 +5,11 @@
 
 The earlier turns are answered through the chain with no LLM (extractive answers) and passed as history, as
 `python -m rag_chain eval --dialogues` does. `--cv FOLDS` chooses the rule's settings (answer/followup.py: lean,
-new_subject, new_weight) by cross-validation over the dialogues of all the files given, grouped by dialogue: each
-dialogue's last turn is ranked with the setting chosen on the folds it is not in, and each file gets an out-of-fold
-"with history" row. `--bm25-only` measures without the vector and latent-term searches (an index still being
-built). `-v` prints how each last turn was understood and where its gold article ranks (alone and glued too).
+new_subject, new_weight, own_best_at) by cross-validation over the dialogues of all the files given, grouped by
+dialogue: each dialogue's last turn is ranked with the setting chosen on the folds it is not in, and each file gets
+an out-of-fold "with history" row. `--bm25-only` measures without the vector and latent-term searches (an index
+still being built). `-v` prints how each last turn was understood and where its gold article ranks (alone and glued
+too).
 Defaults to ../shared/eval/followup_dev.jsonl.
 """
 
@@ -37,11 +38,13 @@ from retrieval.pipeline import Retrieval, Stages
 DEFAULT_GOLD = [PROJECT_DIR.parent / "shared" / "eval" / "followup_dev.jsonl"]
 
 # The settings cross-validation chooses among (the shipped one first: it wins ties). new_subject 1.01: never a new
-# subject; new_weight None: a new subject searched alone.
+# subject; new_weight None: a new subject searched alone; own_best_at None: the message's own best article where
+# the fusion puts it.
 GRID: dict[str, tuple[float | None, ...]] = {
     "lean": (0.25, 0.35, 0.5, 0.75, 1.0),
     "new_subject": (0.4, 0.3, 0.5, 0.6, 1.01),
     "new_weight": (1.0, None, 1.5, 3.0),
+    "own_best_at": (4, None, 2, 3, 5),
 }
 
 

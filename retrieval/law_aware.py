@@ -29,7 +29,8 @@ class LawAwareRetriever(BaseRetriever):
       the same way, and that code's articles count `named_boost` times their fused score;
     - the documents a follow-up prefers (`Followup.prefer_docs`: the codes the previous answer cited) are
       treated as named, and its own words (`Followup.own`) are searched the same way and fused in
-      (`Followup.own_weight`).
+      (`Followup.own_weight`); the best article of their own search is marked `metadata["own_best"]`
+      (retrieval/ranking.py's `OwnBestAt` keeps it in the top few).
 
     Added articles keep the score the limited search gave them, so a strong match there ranks among the strong
     matches of the whole corpus rather than after all of them. A plain `str` is analysed by `analyze`.
@@ -59,8 +60,13 @@ class LawAwareRetriever(BaseRetriever):
             return docs
         own_query = Query(own, self.analyze(own))
         # `own_weight` below 1: the conversation's search keeps the top and the own words' strong matches join it
-        own_weight = query.followup.own_weight
-        return self._fuse([(1.0, docs), (own_weight, self._law_aware(own_query, prefer, run_manager))])
+        own_docs = self._law_aware(own_query, prefer, run_manager)
+        fused = self._fuse([(1.0, docs), (query.followup.own_weight, own_docs)])
+        best = key_of(own_docs[0]) if own_docs else None
+        return [
+            d.model_copy(update={"metadata": {**d.metadata, "own_best": True}}) if key_of(d) == best else d
+            for d in fused
+        ]
 
     def _fuse(self, rankings: list[tuple[float, list[Document]]]) -> list[Document]:
         """Reciprocal-rank fusion per article; each article keeps its Document from the first list having it."""

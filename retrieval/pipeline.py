@@ -47,7 +47,7 @@ from retrieval.features import candidate_pool
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.learned import LearnedRanker, LearnedRerank
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
-from retrieval.ranking import CompressedRetriever, DemoteRepealed, score_of
+from retrieval.ranking import CompressedRetriever, DemoteRepealed, OwnBestAt, score_of
 from retrieval.records import NO_FOLLOWUP, Followup, Query, RetrievalResult, Verdict
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import FloatFlashrankRerank, HeadRerank
@@ -169,6 +169,7 @@ class Retrieval:
                     analyze=self.analyze,
                 )
             )
+        ranking.append(OwnBestAt())  # a follow-up's (`Followup.own_best_at`); nothing for a single question
         self.ranking = DocumentCompressorPipeline(transformers=ranking)
         self.retriever = CompressedRetriever(base_retriever=self.search, base_compressor=self.ranking)
         self.assembly = ArticleAssembly(

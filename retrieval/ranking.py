@@ -24,6 +24,7 @@ from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
 
 from retrieval.articles import ArticleChunks, ArticleKey
+from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,26 @@ class DemoteRepealed(BaseDocumentCompressor):
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         return sorted(documents, key=lambda d: d.metadata.get("status") == "repealed")
+
+
+class OwnBestAt(BaseDocumentCompressor):
+    """A follow-up's own best article (`metadata["own_best"]`: the best of the search of the message's own words,
+    marked by the law-aware first stage) moved up to rank `Followup.own_best_at` when it ranks lower and is in
+    force: a message the conversation's words outweigh still shows what it asks on its own in the top few, so a
+    change of subject read as a continuation costs the continuation one place, not the answer. It takes the score
+    between its new neighbours'."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        at = query.followup.own_best_at if isinstance(query, Query) else None
+        where = next((i for i, d in enumerate(documents) if d.metadata.get("own_best")), None)
+        if at is None or where is None or where < at or documents[where].metadata.get("status") == "repealed":
+            return documents
+        ranked = [d for i, d in enumerate(documents) if i != where]
+        below = score_of(ranked[at - 1])
+        score = (score_of(ranked[at - 2]) + below) / 2 if at >= 2 else below + 1e-9
+        return [*ranked[: at - 1], ranked_copy(documents[where], score=score), *ranked[at - 1 :]]
 
 
 class CompressedRetriever(ContextualCompressionRetriever):

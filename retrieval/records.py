@@ -20,13 +20,15 @@ logger = logging.getLogger(__name__)
 class Followup:
     """What a conversation adds to the search of a follow-up: documents to prefer like a code the question
     names; the message's own words, searched too and fused with the search of the question (the conversation
-    glued before them) at `own_weight` against 1; and the remedy-route articles the previous answer already gave,
+    glued before them) at `own_weight` against 1, the best article of their own search ranked no lower than
+    `own_best_at` (None: where the fusion puts it); and the remedy-route articles the previous answer already gave,
     not put at the top again. Empty (the default) for a single question: nothing changes."""
 
     prefer_docs: tuple[str, ...] = ()
     own: str = ""
     given: frozenset[ArticleKey] = frozenset()
     own_weight: float = 0.3
+    own_best_at: int | None = None
 
 
 NO_FOLLOWUP = Followup()  # a single question's

@@ -316,6 +316,24 @@ def test_a_new_subject_keeps_the_conversations_best_articles_below_its_own(chain
     assert kept and not set(kept) & set(top(chain, question, 10))
 
 
+def test_a_messages_own_best_article_stays_in_the_top_few_however_light_its_words(chain):
+    # a change of subject the signals read as a continuation: its own words weigh little against the glued
+    # search, yet their best article is shown at rank 4 at the lowest (`own_best_at`), the others in their order
+    question = "какой штраф за превышение скорости?"
+    history = asked(chain, DISMISSED)
+    glued = glue(history, question, 600)
+    own_best = top(chain, question, 1)[0]
+    light = Followup(own=question, own_weight=0.01)
+    as_fused = chain.retrieval.rank_articles(glued, 20, light)
+    assert rank_of(as_fused, own_best) > 4
+    placed = chain.retrieval.rank_articles(glued, 20, dataclasses.replace(light, own_best_at=4))
+    assert rank_of(placed, own_best) == 4
+    others = [(d, a) for d, a, _ in as_fused if (d, a) != own_best]
+    assert [(d, a) for d, a, _ in placed if (d, a) != own_best] == others[:19]
+    assert [s for _, _, s in placed] == sorted((s for _, _, s in placed), reverse=True)
+    assert chain.understand(question, history).followup.own_best_at == 4  # the rule's setting
+
+
 def test_a_message_goes_on_from_the_earlier_turn_holding_its_own_articles():
     # the index of the turn whose documents hold most of the message's own top articles; the latest wins a tie
     dismissal, fine = frozenset({TK}), frozenset({KOAP})
