@@ -213,6 +213,12 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         ("Өз еркіммен жұмыстан шықтым, екі апта жұмыс істеуім керек пе?", (TK, "56")),
         ("Жалақымды үш ай бермей жүр", (TK, "113")),
         ("Түнде біреу машинамды айдап кетті", (UK, "200")),
+        # what happened, told as it happened: the act decides the offence
+        ("Он выдернул у меня из рук сумку и убежал", (UK, "191")),
+        ("Телефонымды қолымнан жұлып алды", (UK, "191")),
+        ("В травмпункте сказали, что мне сломали нос", (UK, "107")),
+        ("Сосед ночью поджёг мою машину", (UK, "202")),
+        ("Көршім көлігімді өртеп жіберді", (UK, "202")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
