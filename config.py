@@ -117,6 +117,11 @@ class Settings(BaseSettings):
         "stems its words stand for, by the lexicon the index build learns from the parallel laws "
         "(index/lexicon.py); 0 turns it off. Chosen out of fold (docs/evaluation.md).",
     )
+    crosslang_glossary: bool = Field(
+        default=True,
+        description="The cross-language search of a Kazakh question also reads the packaged Kazakh → Russian "
+        "glossary (retrieval/data/glossary.json), before the lexicon learned from the parallel laws.",
+    )
     crosslang_ru_weight: float = Field(
         default=0.0,
         ge=0,

@@ -19,7 +19,7 @@ import logging
 import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,12 +60,15 @@ class Lexicon:
 
     kk_ru: dict[str, tuple[str, ...]]
     ru_kk: dict[str, tuple[str, ...]]
+    glossary: Callable[[Sequence[str]], list[str]] | None = None
+    """Kazakh stems → Russian stems of a hand-made glossary (retrieval/crosslang.py), put before the learned."""
 
     def translate(self, stems: Sequence[str], source: Lang) -> list[str]:
         """The other language's stems for these `source`-language stems (a text's, in order), each once, in the
-        order met; a pair of adjacent Kazakh stems the lexicon knows is translated as one («жұмыс беруш»)."""
+        order met (a Kazakh text's glossary terms first); a pair of adjacent Kazakh stems the lexicon knows is
+        translated as one («жұмыс беруш»)."""
         table = self.kk_ru if source == "kk" else self.ru_kk
-        out: dict[str, None] = {}
+        out: dict[str, None] = dict.fromkeys(self.glossary(stems) if self.glossary and source == "kk" else ())
         i = 0
         while i < len(stems):
             pair = f"{stems[i]} {stems[i + 1]}" if i + 1 < len(stems) else ""

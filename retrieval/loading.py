@@ -21,6 +21,7 @@ from index.status import IndexPending, index_pending
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever
 from retrieval.bm25_index import load_bm25
+from retrieval.crosslang import with_glossary
 from retrieval.learned import LearnedRanker
 from retrieval.rerank import FloatFlashrankRerank, load_reranker
 from retrieval.searches import build_latent
@@ -72,6 +73,8 @@ def load(
     if bm25 is not None and (settings.crosslang_weight > 0 or settings.crosslang_ru_weight > 0):
         try:
             lexicon = load_lexicon(settings, chunks)
+            if settings.crosslang_glossary:
+                lexicon = with_glossary(lexicon)
         except DamagedFile as err:
             raise DataDamaged(err.path, err.problem, index_command(settings)) from None
     indexed = time.perf_counter()

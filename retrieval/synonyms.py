@@ -143,7 +143,7 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
     return kept
 
 
-def _same_stem(a: str, b: str) -> bool:
+def same_kazakh_stem(a: str, b: str) -> bool:
     """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
     from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer."""
     if a == b:
@@ -169,16 +169,16 @@ def _phrase_span(
     where: dict[str, list[int]] | None = None,
 ) -> frozenset[int] | None:
     """Positions of the phrase's stems within a window a little longer than the phrase, in any order;
-    `loose` lets Kazakh stems match across an ending the stemmer left or took (see _same_stem). `where`
+    `loose` lets Kazakh stems match across an ending the stemmer left or took (see same_kazakh_stem). `where`
     saves scanning the stream per stem: stem → its positions, or with `loose` a stem's first four letters →
     positions (stems that match loosely share them)."""
     if where is not None:
         if loose:
-            positions = [[i for i in where.get(stem[:4], []) if _same_stem(stream[i], stem)] for stem in stems]
+            positions = [[i for i in where.get(stem[:4], []) if same_kazakh_stem(stream[i], stem)] for stem in stems]
         else:
             positions = [where.get(stem, []) for stem in stems]
     else:
-        same = _same_stem if loose else str.__eq__
+        same = same_kazakh_stem if loose else str.__eq__
         positions = [[i for i, s in enumerate(stream) if same(s, stem)] for stem in stems]
     if not all(positions):
         return None

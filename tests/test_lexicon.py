@@ -16,6 +16,8 @@ from corpus.lang import stem_kk, stem_ru
 from corpus.records import Chunk
 from index.lexicon import FOLDER, LEXICON_FILE, build_lexicon, learn_lexicon, read_lexicon
 from index.lexicon import fingerprint as lexicon_fingerprint
+from retrieval.analyzer import analyze
+from retrieval.crosslang import load_packaged_glossary, with_glossary
 
 CIVIL_SERVICE = "Z1500000416"  # the Civil Service law: Russian and Kazakh
 MILITARY_SERVICE = "Z1200000561"  # the Military Service law: Russian and Kazakh
@@ -149,3 +151,51 @@ def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
     # A Russian question is searched as before: no list of Kazakh stems unless CROSSLANG_RU_WEIGHT says so.
     russian = "Может ли работодатель перевести меня на другую работу без согласия?"
     assert retrieval.rank_articles(russian, 10) == retrieval.variant(crosslang_weight=0).rank_articles(russian, 10)
+
+
+# --- the glossary: what the parallel laws do not teach --------------------------------------------------------
+
+
+def test_the_glossary_gives_the_laws_russian_terms_for_words_the_parallel_laws_do_not_teach(chunks) -> None:
+    learned = learn_lexicon([c for c in chunks if c.doc_id in PARALLEL])
+    sick_leave = analyze("бюллетеньде болдым", "kk")  # «I was on a sick note»: a loanword no parallel law uses
+    assert stem_ru("нетрудоспособности") not in learned.translate(sick_leave, "kk")
+    assert stem_ru("нетрудоспособности") in with_glossary(learned).translate(sick_leave, "kk")
+    # the learned pairs stay, after the glossary's: «демалыс» is still «отпуск»
+    assert stem_ru("отпуск") in with_glossary(learned).translate([stem_kk("демалыс")], "kk")
+
+
+def test_every_glossary_term_is_a_word_of_the_russian_corpus(shared_dir: Path) -> None:
+    """The glossary's Russian side is the law's own wording: each term's stems occur in the corpus texts (a
+    misspelt or invented term would match nothing)."""
+    import re
+
+    vocabulary: set[str] = set()
+    for path in sorted((shared_dir / "corpus" / "rus").glob("*.txt")):
+        vocabulary |= set(re.findall(r"[а-яё]+", path.read_text(encoding="utf-8").lower()))
+    stems = {stem_ru(w) for w in vocabulary}
+    entries = load_packaged_glossary().entries
+    assert len(entries) >= 300
+    unknown = sorted({t for e in entries for t in e.ru if not set(analyze(t, "ru")) <= stems})
+    assert not unknown, unknown
+    forms = [" ".join(analyze(f, "kk")) for e in entries for f in e.kk]
+    assert all(forms)
+
+
+@pytest.mark.parametrize(
+    ("question", "article"),
+    [
+        ("Ауырып, бюллетеньде болдым. Ол күндерді кім төлейді?", "133"),  # sick pay
+    ],
+)
+def test_a_kazakh_question_in_a_citizens_words_finds_its_article_with_the_glossary(
+    slice_settings: Settings, chunks, question: str, article: str
+) -> None:
+    from retrieval.pipeline import Retrieval, Stages
+
+    stages = Stages(dense=False, rerank=False)
+    retrieval = Retrieval.load(slice_settings, chunks=chunks, stages=stages)
+    assert (LABOUR_CODE, article) in [(d, a) for d, a, _ in retrieval.rank_articles(question, 5)]
+    plain = slice_settings.model_copy(update={"crosslang_glossary": False})
+    without = Retrieval.load(plain, chunks=chunks, stages=stages)
+    assert (LABOUR_CODE, article) not in [(d, a) for d, a, _ in without.rank_articles(question, 10)]

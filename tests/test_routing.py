@@ -16,7 +16,8 @@ from retrieval.routing import LawRouting, SanctionLaws, gaps, profile_terms, san
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 
 # «What is the penalty for giving a bribe?»: its words also match the Kazakh text of the consumer protection law
-# (its article 42-3 comes first by BM25), while the Criminal Code's chapter headings name bribery (УК 367).
+# (its article 42-3 comes first by BM25 without the cross-language search), while the Criminal Code's chapter
+# headings name bribery (УК 367); the glossary's «пара» → взятка finds it too.
 BRIBE_KK = "Пара бергені үшін қандай жаза бар?"
 
 
@@ -30,11 +31,17 @@ def test_the_laws_headings_route_a_question_to_its_law(bm25_retrieval) -> None:
     assert route[UK] == 0.0 and route[CONSUMER] > 0.3
 
 
-def test_a_question_whose_words_match_another_law_gets_its_own_laws_article_first(bm25_retrieval) -> None:
-    unrouted = bm25_retrieval.variant(routing=False)
+def test_a_question_whose_words_match_another_law_gets_its_own_laws_article_first(corpus_slice, bm25_retrieval) -> None:
+    from retrieval.pipeline import Retrieval, Stages
+
+    plain = corpus_slice.settings.model_copy(update={"crosslang_glossary": False})  # the learned lexicon alone
+    learned = Retrieval.load(plain, chunks=corpus_slice.chunks, stages=Stages(dense=False, rerank=False))
+    unrouted = learned.variant(routing=False)
     assert key_of_first(unrouted.rank_articles(BRIBE_KK, 5)) == (CONSUMER, "42-3")
-    routed = bm25_retrieval.variant(routing=True)  # on by default, for Kazakh questions (docs/evaluation.md)
+    routed = learned.variant(routing=True)  # on by default, for Kazakh questions (docs/evaluation.md)
     assert key_of_first(routed.rank_articles(BRIBE_KK, 5)) == (UK, "367")
+    # the glossary's «пара» → взятка alone finds it
+    assert key_of_first(bm25_retrieval.variant(routing=False).rank_articles(BRIBE_KK, 5)) == (UK, "367")
     assert key_of_first(bm25_retrieval.rank_articles(BRIBE_KK, 5)) == (UK, "367")
     # A Russian question is not routed by default: the same candidates as with routing off.
     russian = "Можно ли работать на дому по трудовому договору?"
