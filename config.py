@@ -122,6 +122,12 @@ class Settings(BaseSettings):
         description="The cross-language search of a Kazakh question also reads the packaged Kazakh → Russian "
         "glossary (retrieval/data/glossary.json), before the lexicon learned from the parallel laws.",
     )
+    crosslang_dense_chars: int = Field(
+        default=100,
+        ge=0,
+        description="A Kazakh question's e5 query is followed by the glossary's Russian terms for its words, at "
+        "most this many characters of them (whole terms); 0: the question alone.",
+    )
     crosslang_ru_weight: float = Field(
         default=0.0,
         ge=0,

@@ -2,15 +2,19 @@
 two-fold cross-validation over the questions of the tuned language.
 
     python -m bench.crosslang --data-dir DIR --questions bench/data/kk_dev.jsonl [--questions ...]
-        [--lang kk] [--weights 0,0.2,0.3,0.5,0.8]
+        [--dialogues FILE.jsonl ...] [--held-out NAME ...] [--lang kk] [--weights 0,0.2,0.3,0.5,0.8]
 
 Loads the retrieval once and composes a variant per weight (CROSSLANG_WEIGHT for `--lang kk`,
 CROSSLANG_RU_WEIGHT for `--lang ru`); prints hit@1/5/10 and MRR of each set at each weight, then the folds: the
 questions of `--lang` from every set, split in two by a hash of their id; the weight with the best MRR on one fold
 is scored on the other, and the table shows those out-of-fold figures beside the weight 0 (no cross-language
-search) and each fold's choice. `--timing` instead times each question's ranking at each weight, the weights taking
-turns question by question (so a machine's changing load falls on all of them alike), every remembered question
-forgotten before each call, and prints p50 / p95 per set and weight.
+search) and each fold's choice. `--dialogues` adds the last turns of the dialogues in `--lang` to the folds (their
+earlier turns answered through the chain with no LLM at each weight, the last one understood by the offline rule
+and ranked `DIALOGUE_K` deep, as `rag_chain eval --dialogues` does), so that the weight is chosen over single
+questions and follow-ups together; a set named by `--held-out` (its file's stem) is ranked at every weight and at
+each fold's choice, never chosen on. `--timing` instead times each question's ranking at each weight, the weights
+taking turns question by question (so a machine's changing load falls on all of them alike), every remembered
+question forgotten before each call, and prints p50 / p95 per set and weight.
 """
 
 from __future__ import annotations
@@ -25,13 +29,16 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.followup import Ranker, last_turns
 from bench.measured import ranking_times
+from cli import dialogue_chain
 from config import Settings
-from retrieval.gold import GoldQuestion, read_questions
+from retrieval.gold import GoldDialogue, GoldQuestion, read_dialogues, read_questions
 from retrieval.metrics import hit_at, reciprocal_rank
 from retrieval.pipeline import Retrieval
 
 K = 100
+DIALOGUE_K = 20  # the issue's `rag_chain eval --dialogues FILE --k 20`
 
 Scores = tuple[float, float, float, float]  # hit@1, hit@5, hit@10, reciprocal rank
 
@@ -47,6 +54,25 @@ def score(retrieval: Retrieval, question: GoldQuestion) -> Scores:
     )
 
 
+def dialogue_scores(retrieval: Retrieval, dialogues: Sequence[GoldDialogue]) -> list[Scores]:
+    """Each dialogue's last turn, its earlier turns answered through this retrieval's chain (no LLM)."""
+    chain = dialogue_chain(retrieval.settings, retrieval)
+    ranker = Ranker(retrieval, DIALOGUE_K)
+    out = []
+    for turn in last_turns(chain, dialogues):
+        ranked = ranker.result(turn, chain.followup.rule).keys
+        relevant = set(turn.dialogue.relevant_keys)
+        out.append(
+            (
+                hit_at(ranked, relevant, 1),
+                hit_at(ranked, relevant, 5),
+                hit_at(ranked, relevant, 10),
+                reciprocal_rank(ranked, relevant),
+            )
+        )
+    return out
+
+
 def mean(rows: Sequence[Scores]) -> Scores:
     n = max(len(rows), 1)
     return tuple(sum(r[i] for r in rows) / n for i in range(4))  # type: ignore[return-value]
@@ -60,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.crosslang", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--questions", type=Path, action="append", required=True, help="gold JSONL (repeatable)")
+    parser.add_argument("--dialogues", type=Path, action="append", default=[], help="gold dialogues (repeatable)")
+    parser.add_argument(
+        "--held-out", action="append", default=[], metavar="NAME", help="a set (file stem) ranked, never chosen on"
+    )
     parser.add_argument("--lang", choices=("kk", "ru"), default="kk", help="the question language tuned")
     parser.add_argument("--weights", default="0,0.2,0.3,0.5,0.8", help="the grid, comma-separated")
     parser.add_argument("--timing", action="store_true", help="time the rankings instead (see above)")
@@ -72,38 +102,66 @@ def main(argv: list[str] | None = None) -> int:
     sets = {path.stem: read_questions(path) for path in args.questions}
     if args.timing:
         return timing(base, sets, key, weights)
-    # (set, question id) → scores at each weight
+    dialogues = {
+        path.stem: [d for d in read_dialogues(path) if (d.lang or "ru") == args.lang] for path in args.dialogues
+    }
+    # (set, id) → scores at each weight; the ids of each set, and those in the tuned language
+    ids = {name: [q.id for q in qs] for name, qs in sets.items()} | {
+        n: [d.id for d in ds] for n, ds in dialogues.items()
+    }
+    tuned_ids = {name: [q.id for q in qs if (q.lang or "ru") == args.lang] for name, qs in sets.items()}
+    tuned_ids |= {name: ids[name] for name in dialogues}
     per: dict[float, dict[tuple[str, str], Scores]] = {}
     for w in weights:
         variant = base.variant(**{key: w})
         per[w] = {(name, q.id): score(variant, q) for name, qs in sets.items() for q in qs}
+        for name, ds in dialogues.items():
+            per[w] |= {(name, d.id): s for d, s in zip(ds, dialogue_scores(variant, ds), strict=True)}
     console = Console(width=140, color_system=None)
-    table = Table(title=f"{key.upper()}: each set at each weight (k={K})")
+    table = Table(
+        title=f"{key.upper()}: each set at each weight (questions k={K}, dialogues' last turns k={DIALOGUE_K})"
+    )
     for col in ("set", "n", "weight", "hit@1", "hit@5", "hit@10", "MRR"):
         table.add_column(col, justify="right" if col != "set" else "left")
-    for name, qs in sets.items():
+    for name, members in ids.items():
         for w in weights:
-            m = mean([per[w][(name, q.id)] for q in qs])
-            table.add_row(name, str(len(qs)), f"{w:g}", *(f"{v:.3f}" for v in m))
+            m = mean([per[w][(name, i)] for i in members])
+            table.add_row(name, str(len(members)), f"{w:g}", *(f"{v:.3f}" for v in m))
     console.print(table)
 
-    tuned = [(name, q) for name, qs in sets.items() for q in qs if (q.lang or "ru") == args.lang]
-    folds = [[(n, q.id) for n, q in tuned if fold_of(q.id) == f] for f in (0, 1)]
-    cv = Table(title=f"Two-fold cross-validation over the {len(tuned)} questions in {args.lang} (chosen by MRR)")
+    tuned = [(name, i) for name, members in tuned_ids.items() if name not in args.held_out for i in members]
+    folds = [[(n, i) for n, i in tuned if fold_of(i) == f] for f in (0, 1)]
+    what = "questions and last turns" if dialogues else "questions"
+    cv = Table(title=f"Two-fold cross-validation over the {len(tuned)} {what} in {args.lang} (chosen by MRR)")
     for col in ("fold", "n", "chosen", "hit@1", "hit@5", "hit@10", "MRR", "weight 0: hit@1", "hit@5", "hit@10", "MRR"):
         cv.add_column(col, justify="right")
-    oof: list[Scores] = []
+    oof: dict[tuple[str, str], Scores] = {}
     zero: list[Scores] = []
+    chosen: list[float] = []
     for f in (0, 1):
         train, test = folds[1 - f], folds[f]
-        chosen = max(weights, key=lambda w: (round(mean([per[w][i] for i in train])[3], 6), -w))
-        got = [per[chosen][i] for i in test]
+        chosen.append(max(weights, key=lambda w: (round(mean([per[w][i] for i in train])[3], 6), -w)))
+        got = [per[chosen[f]][i] for i in test]
         base_scores = [per[0.0][i] for i in test] if 0.0 in per else got
-        oof += got
+        oof |= dict(zip(test, got, strict=True))
         zero += base_scores
-        cv.add_row(str(f), str(len(test)), f"{chosen:g}", *(f"{v:.3f}" for v in (*mean(got), *mean(base_scores))))
-    cv.add_row("all", str(len(oof)), "", *(f"{v:.3f}" for v in (*mean(oof), *mean(zero))))
+        cv.add_row(str(f), str(len(test)), f"{chosen[f]:g}", *(f"{v:.3f}" for v in (*mean(got), *mean(base_scores))))
+    cv.add_row("all", str(len(oof)), "", *(f"{v:.3f}" for v in (*mean(list(oof.values())), *mean(zero))))
     console.print(cv)
+    by_set = Table(title="Each set in the tuned language: out of fold (held-out sets: at each fold's choice)")
+    for col in ("set", "n", "weight", "hit@1", "hit@5", "hit@10", "MRR"):
+        by_set.add_column(col, justify="right" if col != "set" else "left")
+    for name, members in tuned_ids.items():
+        if name in args.held_out:
+            for w in dict.fromkeys(chosen):
+                by_set.add_row(
+                    name, str(len(members)), f"{w:g}", *(f"{v:.3f}" for v in mean([per[w][(name, i)] for i in members]))
+                )
+        elif members:
+            by_set.add_row(
+                name, str(len(members)), "out of fold", *(f"{v:.3f}" for v in mean([oof[(name, i)] for i in members]))
+            )
+    console.print(by_set)
     return 0
 
 

@@ -60,15 +60,18 @@ class Lexicon:
 
     kk_ru: dict[str, tuple[str, ...]]
     ru_kk: dict[str, tuple[str, ...]]
-    glossary: Callable[[Sequence[str]], list[str]] | None = None
-    """Kazakh stems → Russian stems of a hand-made glossary (retrieval/crosslang.py), put before the learned."""
+    glossary: Callable[[Sequence[str], Sequence[str]], list[str]] | None = None
+    """A Kazakh text's stems and words → Russian stems of a hand-made glossary (retrieval/crosslang.py), put
+    before the learned."""
 
-    def translate(self, stems: Sequence[str], source: Lang) -> list[str]:
+    def translate(self, stems: Sequence[str], source: Lang, words: Sequence[str] = ()) -> list[str]:
         """The other language's stems for these `source`-language stems (a text's, in order), each once, in the
-        order met (a Kazakh text's glossary terms first); a pair of adjacent Kazakh stems the lexicon knows is
-        translated as one («жұмыс беруш»)."""
+        order met (a Kazakh text's glossary terms first, read with its `words`, `tokenize`'s, one per stem; the
+        stems stand for them when not given); a pair of adjacent Kazakh stems the lexicon knows is translated as
+        one («жұмыс беруш»)."""
         table = self.kk_ru if source == "kk" else self.ru_kk
-        out: dict[str, None] = dict.fromkeys(self.glossary(stems) if self.glossary and source == "kk" else ())
+        glossary = self.glossary(stems, words or stems) if self.glossary and source == "kk" else ()
+        out: dict[str, None] = dict.fromkeys(glossary)
         i = 0
         while i < len(stems):
             pair = f"{stems[i]} {stems[i + 1]}" if i + 1 < len(stems) else ""

@@ -20,11 +20,13 @@ from functools import cache
 from pydantic import BaseModel, ConfigDict
 
 from index.lexicon import Lexicon
-from retrieval.analyzer import analyze
+from retrieval.analyzer import analyze, tokenize
 from retrieval.records import Query
-from retrieval.synonyms import load_packaged, same_kazakh_stem
+from retrieval.synonyms import load_packaged
 
 logger = logging.getLogger(__name__)
+
+SHORT_ROOT = 4  # a one-word glossary form whose stem is shorter is matched by its own letters (`GlossaryTerms`)
 
 
 class GlossaryEntry(BaseModel):
@@ -49,46 +51,86 @@ def load_packaged_glossary() -> Glossary:
 
 @dataclass(frozen=True)
 class GlossaryTerms:
-    """The glossary's Russian stems for a Kazakh text's stems: each form's stems (a run of up to three) matched
-    in the text with the synonym map's loose Kazakh match (`same_kazakh_stem`: «ауыстыра» meets «ауыстыр»,
-    «демалыста» meets «демалыс»), the longest form at a place first; forms of more than three stems are left
-    out."""
+    """The glossary's Russian stems for a Kazakh text's words: each form's stems (a run of up to three) matched
+    in the text's stems, each text stem the form's or the form's with an ending the stemmer left (`_carries`:
+    «демалыста» carries «демалыс», «жұмыс» does not carry «жұмысшы»), the longest form at a place first; forms
+    of more than three stems are left out. A one-word form the stemmer cuts to a root shorter than four letters
+    («жылу» → жыл, «шығын» → шық, «өтемақы» → өте) would meet every word of that root (жылына, шықтым, өте): it
+    is matched by its own letters instead, at the start of a word («жылуы», «шығынды»)."""
 
-    forms: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]]  # first stem's head → (form stems, ru stems)
+    forms: dict[str, list[Form]]  # the first stem's first four letters → the forms starting so, longest first
+    short: dict[str, list[Form]]  # a short root's form's first three letters → those forms
+    phrases_of: dict[tuple[str, ...], tuple[str, ...]]  # an entry's Russian stems → its Russian terms as written
 
     @classmethod
     @cache
     def packaged(cls) -> GlossaryTerms:
-        forms: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+        forms: dict[str, list[Form]] = {}
+        short: dict[str, list[Form]] = {}
+        phrases: dict[tuple[str, ...], tuple[str, ...]] = {}
         for entry in load_packaged_glossary().entries:
             ru = tuple(dict.fromkeys(stem for term in entry.ru for stem in analyze(term, "ru")))
-            for form in entry.kk:
-                stems = tuple(analyze(form, "kk"))
-                if ru and 0 < len(stems) <= 3:
-                    forms.setdefault(stems[0][:4], []).append((stems, ru))
+            phrases[ru] = tuple(entry.ru)
+            for kk in entry.kk:
+                words = tokenize(kk)
+                stems = tuple(analyze(kk, "kk"))
+                if not ru or not 0 < len(stems) <= 3:
+                    continue
+                if len(stems) == 1 and len(stems[0]) < SHORT_ROOT and len(stems[0]) < len(words[0]):
+                    short.setdefault(words[0][:3], []).append(Form(stems, ru, words[0]))
+                else:
+                    forms.setdefault(stems[0][:4], []).append(Form(stems, ru))
         for found in forms.values():
-            found.sort(key=lambda f: -len(f[0]))
-        return cls(forms)
+            found.sort(key=lambda f: -len(f.stems))
+        return cls(forms, short, phrases)
 
-    def __call__(self, stems: Sequence[str]) -> list[str]:
-        out: dict[str, None] = {}
+    def __call__(self, stems: Sequence[str], words: Sequence[str]) -> list[str]:
+        """The Russian stems for a Kazakh text's stems (`analyze`) and words (`tokenize`, one per stem), each
+        once, in the order met."""
+        return list(dict.fromkeys(stem for ru in self.matched(stems, words) for stem in ru))
+
+    def phrases(self, text: str) -> list[str]:
+        """The law's Russian terms (as written) of the entries a Kazakh text matches, each once."""
+        matched = self.matched(analyze(text, "kk"), tokenize(text))
+        return list(dict.fromkeys(term for ru in matched for term in self.phrases_of[ru]))
+
+    def matched(self, stems: Sequence[str], words: Sequence[str]) -> list[tuple[str, ...]]:
+        """The Russian stems of each entry the text matches, in the order met."""
+        out: dict[tuple[str, ...], None] = {}
         i = 0
         while i < len(stems):
-            match = next(
-                (
-                    (form, ru)
-                    for form, ru in self.forms.get(stems[i][:4], ())
-                    if i + len(form) <= len(stems)
-                    and all(same_kazakh_stem(stems[i + j], stem) for j, stem in enumerate(form))
-                ),
-                None,
-            )
+            found = (*self.forms.get(stems[i][:4], ()), *self.short.get(words[i][:3], ()))
+            match = next((f for f in found if f.matches(stems, words, i)), None)
             if match is None:
                 i += 1
                 continue
-            out.update(dict.fromkeys(match[1]))
-            i += len(match[0])
+            out.setdefault(match.ru, None)
+            i += len(match.stems)
         return list(out)
+
+
+@dataclass(frozen=True)
+class Form:
+    """One Kazakh form of a glossary entry: its stems, the entry's Russian stems, and for a one-word form cut to a
+    short root its own word (matched by letters)."""
+
+    stems: tuple[str, ...]
+    ru: tuple[str, ...]
+    word: str | None = None
+
+    def matches(self, stems: Sequence[str], words: Sequence[str], i: int) -> bool:
+        if self.word is not None:
+            return words[i].startswith(self.word)
+        return i + len(self.stems) <= len(stems) and all(_carries(stems[i + j], s) for j, s in enumerate(self.stems))
+
+
+def _carries(text_stem: str, form_stem: str) -> bool:
+    """The text's stem is the form's, or the form's with an ending the stemmer left (at most four letters:
+    «демалыста» carries «демалыс»); never shorter — a longer form is another, derived word («жұмысшы», a worker,
+    is not «жұмыс», work; «берешек», a debt, is not «бер», to give)."""
+    if text_stem == form_stem:
+        return True
+    return len(form_stem) >= 4 and text_stem.startswith(form_stem) and len(text_stem) - len(form_stem) <= 4
 
 
 def with_glossary(lexicon: Lexicon) -> Lexicon:
@@ -96,9 +138,25 @@ def with_glossary(lexicon: Lexicon) -> Lexicon:
     return dataclasses.replace(lexicon, glossary=GlossaryTerms.packaged())
 
 
+def with_glossary_terms(lexicon: Lexicon | None, limit: int, query: Query) -> str:
+    """The augmented question, for a Kazakh one followed by the glossary's Russian terms for its words (at most
+    `limit` characters of them, whole terms; 0: none), as the e5 query: the vectors are Russian and e5 reads the
+    law's own words better than their Kazakh equivalents."""
+    glossary = lexicon.glossary if lexicon is not None else None
+    if not limit or query.info.lang != "kk" or not isinstance(glossary, GlossaryTerms):
+        return query.info.augmented
+    terms = ""
+    for term in glossary.phrases(query.info.text):
+        joined = f"{terms}; {term}" if terms else term
+        if len(joined) > limit:
+            break
+        terms = joined
+    return f"{query.info.augmented} ({terms})" if terms else query.info.augmented
+
+
 def translated_terms(lexicon: Lexicon, text: str, lang: str) -> list[str]:
     """The other language's stems of the words of `text` (written in `lang`), each once, in the order met."""
-    return lexicon.translate(analyze(text), "kk" if lang == "kk" else "ru")
+    return lexicon.translate(analyze(text), "kk" if lang == "kk" else "ru", tokenize(text))
 
 
 def translated_query(lexicon: Lexicon, query: Query) -> str:

@@ -37,7 +37,7 @@ from langchain_core.documents.compressor import BaseDocumentCompressor
 from pydantic import ConfigDict
 
 from index.lexicon import Lexicon
-from retrieval.analyzer import analyze
+from retrieval.analyzer import analyze, tokenize
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import SparseBM25
 from retrieval.query import QueryInfo, analyze_query
@@ -95,7 +95,7 @@ def profile_terms(info: QueryInfo, lexicon: Lexicon | None) -> list[str]:
     also as the Russian stems the lexicon gives its own words."""
     terms = analyze(info.augmented)
     if info.lang == "kk" and lexicon is not None:
-        terms += lexicon.translate(analyze(info.text), "kk")
+        terms += lexicon.translate(analyze(info.text), "kk", tokenize(info.text))
     return terms
 
 

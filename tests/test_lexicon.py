@@ -16,8 +16,8 @@ from corpus.lang import stem_kk, stem_ru
 from corpus.records import Chunk
 from index.lexicon import FOLDER, LEXICON_FILE, build_lexicon, learn_lexicon, read_lexicon
 from index.lexicon import fingerprint as lexicon_fingerprint
-from retrieval.analyzer import analyze
-from retrieval.crosslang import load_packaged_glossary, with_glossary
+from retrieval.analyzer import analyze, tokenize
+from retrieval.crosslang import GlossaryTerms, load_packaged_glossary, with_glossary, with_glossary_terms
 
 CIVIL_SERVICE = "Z1500000416"  # the Civil Service law: Russian and Kazakh
 MILITARY_SERVICE = "Z1200000561"  # the Military Service law: Russian and Kazakh
@@ -158,11 +158,54 @@ def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
 
 def test_the_glossary_gives_the_laws_russian_terms_for_words_the_parallel_laws_do_not_teach(chunks) -> None:
     learned = learn_lexicon([c for c in chunks if c.doc_id in PARALLEL])
-    sick_leave = analyze("бюллетеньде болдым", "kk")  # «I was on a sick note»: a loanword no parallel law uses
-    assert stem_ru("нетрудоспособности") not in learned.translate(sick_leave, "kk")
-    assert stem_ru("нетрудоспособности") in with_glossary(learned).translate(sick_leave, "kk")
+    text = "бюллетеньде болдым"  # «I was on a sick note»: a loanword no parallel law uses
+    sick_leave, words = analyze(text, "kk"), tokenize(text)
+    assert stem_ru("нетрудоспособности") not in learned.translate(sick_leave, "kk", words)
+    assert stem_ru("нетрудоспособности") in with_glossary(learned).translate(sick_leave, "kk", words)
     # the learned pairs stay, after the glossary's: «демалыс» is still «отпуск»
-    assert stem_ru("отпуск") in with_glossary(learned).translate([stem_kk("демалыс")], "kk")
+    assert stem_ru("отпуск") in with_glossary(learned).translate([stem_kk("демалыс")], "kk", ["демалыс"])
+
+
+def test_a_glossary_word_the_stemmer_cuts_to_a_short_root_meets_only_its_own_word() -> None:
+    """«жылу» (heating) is cut to жыл, the root of «жыл» (a year), «шығын» (a loss) to шық (to go out): such a
+    form is matched by its own letters, so a question on the days of leave a year is not searched for heating
+    and one on quitting is not searched for losses; a question on heating or losses still is."""
+    glossary = GlossaryTerms.packaged()
+
+    def russian(text: str) -> list[str]:
+        return glossary(analyze(text, "kk"), tokenize(text))
+
+    leave = russian("Жылына қанша күн демалыс беріледі?")
+    assert stem_ru("отпуск") in leave and stem_ru("теплоснабжение") not in leave
+    assert stem_ru("теплоснабжение") in russian("Пәтерде жылу жоқ, кімге шағымдану керек?")
+    assert stem_ru("убытки") not in russian("Жұмыстан шықтым")
+    assert stem_ru("убытки") in russian("Көршім маған шығын келтірді")
+
+
+def test_a_glossary_form_longer_than_the_texts_word_is_another_word() -> None:
+    """A text's stem may carry an ending the stemmer left («демалыста»), but «жұмыс» (work) is not «жұмысшы» (a
+    worker) or «жұмыссыз» (unemployed), and «бере» (gives) is not «берешек» (a debt)."""
+    glossary = GlossaryTerms.packaged()
+    terms = glossary(analyze("Жұмыстан шықсам, өтемақы бере ме?", "kk"), tokenize("Жұмыстан шықсам, өтемақы бере ме?"))
+    assert stem_ru("компенсация") in terms
+    assert not {stem_ru("работник"), stem_ru("безработный"), stem_ru("задолженность")} & set(terms)
+    assert stem_ru("отпуск") in glossary([stem_kk("демалыста")], ["демалыста"])
+
+
+def test_a_kazakh_questions_e5_query_carries_the_glossarys_russian_terms(chunks) -> None:
+    """The vectors are Russian: a Kazakh question is embedded with the law's Russian terms for its words after it
+    (whole terms, at most CROSSLANG_DENSE_CHARS characters); a Russian one as it is."""
+    from retrieval.query import analyze_query
+    from retrieval.records import Query
+
+    lexicon = with_glossary(learn_lexicon([c for c in chunks if c.doc_id in PARALLEL]))
+    kazakh = Query("Жылына қанша күн демалыс беріледі?", analyze_query("Жылына қанша күн демалыс беріледі?"))
+    text = with_glossary_terms(lexicon, 100, kazakh)
+    assert text.startswith(kazakh.info.augmented) and "трудовой отпуск" in text and "теплоснабжение" not in text
+    assert len(text) - len(kazakh.info.augmented) <= 100 + 3
+    assert with_glossary_terms(lexicon, 0, kazakh) == kazakh.info.augmented
+    russian = Query("Сколько дней отпуска в год?", analyze_query("Сколько дней отпуска в год?"))
+    assert with_glossary_terms(lexicon, 100, russian) == russian.info.augmented
 
 
 def test_every_glossary_term_is_a_word_of_the_russian_corpus(shared_dir: Path) -> None:
