@@ -62,7 +62,8 @@ def test_dense_search_alone_answers_a_kazakh_question_from_russian_texts(hybrid_
 def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_retrieval):
     dense_only = Stages(bm25=False, sparse=False, explicit=False, augment=False, law_aware=False, rerank=False)
     question = "Нәрестені ауыстыру үшін қандай жауапкершілік бар?"  # swapping a newborn: UK 136, Russian only
-    russian = _variant(hybrid_retrieval, dense_only).candidates(question)
+    # the question's own vector (the glossary's terms, which read «ауыстыру» as shift work, are measured elsewhere)
+    russian = _variant(hybrid_retrieval, dense_only, crosslang_dense_chars=0).candidates(question)
     assert {d.metadata["lang"] for d in russian} == {"ru"}
     assert (UK, "136") in [(d.metadata["doc_id"], d.metadata["article"]) for d in russian[:3]]
     every = _variant(hybrid_retrieval, dense_only, dense_search_lang=None).candidates(question)
