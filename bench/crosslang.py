@@ -45,7 +45,10 @@ Scores = tuple[float, float, float, float]  # hit@1, hit@5, hit@10, reciprocal r
 
 def score(retrieval: Retrieval, question: GoldQuestion) -> Scores:
     ranked = [(d, a) for d, a, _ in retrieval.rank_articles(question.query, K)]
-    relevant = set(question.relevant_keys)
+    return scores(ranked, set(question.relevant_keys))
+
+
+def scores(ranked: Sequence[tuple[str, str]], relevant: set[tuple[str, str]]) -> Scores:
     return (
         hit_at(ranked, relevant, 1),
         hit_at(ranked, relevant, 5),
@@ -58,19 +61,11 @@ def dialogue_scores(retrieval: Retrieval, dialogues: Sequence[GoldDialogue]) -> 
     """Each dialogue's last turn, its earlier turns answered through this retrieval's chain (no LLM)."""
     chain = dialogue_chain(retrieval.settings, retrieval)
     ranker = Ranker(retrieval, DIALOGUE_K)
-    out = []
-    for turn in last_turns(chain, dialogues):
-        ranked = ranker.result(turn, chain.followup.rule).keys
-        relevant = set(turn.dialogue.relevant_keys)
-        out.append(
-            (
-                hit_at(ranked, relevant, 1),
-                hit_at(ranked, relevant, 5),
-                hit_at(ranked, relevant, 10),
-                reciprocal_rank(ranked, relevant),
-            )
-        )
-    return out
+    rule = chain.followup.rule
+    return [
+        scores(ranker.result(turn, rule).keys, set(turn.dialogue.relevant_keys))
+        for turn in last_turns(chain, dialogues)
+    ]
 
 
 def mean(rows: Sequence[Scores]) -> Scores:
