@@ -123,10 +123,11 @@ class Settings(BaseSettings):
         "glossary (retrieval/data/glossary.json), before the lexicon learned from the parallel laws.",
     )
     crosslang_dense_chars: int = Field(
-        default=100,
+        default=70,
         ge=0,
-        description="A Kazakh question's e5 query is followed by the glossary's Russian terms for its words, at "
-        "most this many characters of them (whole terms); 0: the question alone.",
+        description="A Kazakh question's e5 query is followed by the glossary's Russian terms for its words that its "
+        "article titles do not say, at most this many characters of them (whole terms); 0: the question alone. "
+        "Chosen out of fold over Kazakh questions and follow-ups; each character costs e5 time (docs/evaluation.md).",
     )
     crosslang_ru_weight: float = Field(
         default=0.0,

@@ -11,10 +11,11 @@ is scored on the other, and the table shows those out-of-fold figures beside the
 search) and each fold's choice. `--dialogues` adds the last turns of the dialogues in `--lang` to the folds (their
 earlier turns answered through the chain with no LLM at each weight, the last one understood by the offline rule
 and ranked `DIALOGUE_K` deep, as `rag_chain eval --dialogues` does), so that the weight is chosen over single
-questions and follow-ups together; a set named by `--held-out` (its file's stem) is ranked at every weight and at
-each fold's choice, never chosen on. `--timing` instead times each question's ranking at each weight, the weights
-taking turns question by question (so a machine's changing load falls on all of them alike), every remembered
-question forgotten before each call, and prints p50 / p95 per set and weight.
+questions and follow-ups together; `--setting NAME` varies another setting over the grid instead (e.g.
+`crosslang_dense_chars`; ties go to the smaller value); a set named by `--held-out` (its file's stem) is ranked at
+every weight and at each fold's choice, never chosen on. `--timing` instead times each question's ranking at each
+weight, the weights taking turns question by question (so a machine's changing load falls on all of them alike),
+every remembered question forgotten before each call, and prints p50 / p95 per set and weight.
 """
 
 from __future__ import annotations
@@ -87,12 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lang", choices=("kk", "ru"), default="kk", help="the question language tuned")
     parser.add_argument("--weights", default="0,0.2,0.3,0.5,0.8", help="the grid, comma-separated")
+    parser.add_argument(
+        "--setting",
+        default=None,
+        help="the setting the grid varies (e.g. crosslang_dense_chars); default: the cross-language weight of --lang",
+    )
     parser.add_argument("--timing", action="store_true", help="time the rankings instead (see above)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
-    key = "crosslang_weight" if args.lang == "kk" else "crosslang_ru_weight"
-    weights = [float(w) for w in args.weights.split(",")]
+    key = args.setting or ("crosslang_weight" if args.lang == "kk" else "crosslang_ru_weight")
+    integral = isinstance(getattr(settings, key), int)
+    weights = [int(w) if integral else float(w) for w in args.weights.split(",")]
     base = Retrieval.load(settings)
     sets = {path.stem: read_questions(path) for path in args.questions}
     if args.timing:

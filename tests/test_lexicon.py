@@ -192,6 +192,13 @@ def test_a_glossary_form_longer_than_the_texts_word_is_another_word() -> None:
     assert stem_ru("отпуск") in _glossary_terms("Демалыста")
 
 
+def test_the_most_specific_glossary_form_at_a_place_wins() -> None:
+    """«жалақы» (a wage) carries «жала» (slander) as a stem with an ending; the longer form is the word meant."""
+    assert stem_ru("заработная") in _glossary_terms("Жалақымды уақытында бермейді")
+    assert stem_ru("клевета") not in _glossary_terms("Жалақы неше күнде төленеді?")
+    assert stem_ru("клевета") in _glossary_terms("Көршім маған жала жапты")
+
+
 def test_a_kazakh_questions_e5_query_carries_the_glossarys_russian_terms() -> None:
     """The vectors are Russian: a Kazakh question is embedded with the law's Russian terms for its words after it
     (whole terms, at most CROSSLANG_DENSE_CHARS characters); a Russian one as it is."""
@@ -201,11 +208,31 @@ def test_a_kazakh_questions_e5_query_carries_the_glossarys_russian_terms() -> No
     lexicon = with_glossary(Lexicon(kk_ru={}, ru_kk={}))  # the glossary alone: nothing learned
     kazakh = Query("Жылына қанша күн демалыс беріледі?", analyze_query("Жылына қанша күн демалыс беріледі?"))
     text = with_glossary_terms(lexicon, 100, kazakh)
-    assert text.startswith(kazakh.info.augmented) and "трудовой отпуск" in text and "теплоснабжение" not in text
+    assert text.startswith(kazakh.info.text) and "трудовой отпуск" in text and "теплоснабжение" not in text
     assert len(text) - len(kazakh.info.augmented) <= 100 + 3
     assert with_glossary_terms(lexicon, 0, kazakh) == kazakh.info.augmented
     russian = Query("Сколько дней отпуска в год?", analyze_query("Сколько дней отпуска в год?"))
     assert with_glossary_terms(lexicon, 100, russian) == russian.info.augmented
+
+
+def test_a_kazakh_questions_e5_query_says_each_thing_once_in_russian() -> None:
+    """Every token of the e5 query costs time: the Kazakh citation lines («ҚР ЕК 68-бап») are left out beside their
+    Russian ones, and a glossary term the article titles already say is not repeated."""
+    from retrieval.query import analyze_query
+    from retrieval.records import Query
+
+    lexicon = with_glossary(Lexicon(kk_ru={}, ru_kk={}))
+    question = "Қалыпты жұмыс уақытының\nұзақтығы аптасына қанша сағат?"  # two lines: both kept
+    bare = Query(question, analyze_query(question))
+    assert "ҚР ЕК 68-бап" in bare.info.augmented
+    text = with_glossary_terms(lexicon, 100, bare)
+    assert text.startswith(f"{question}\nТК РК статья 68") and "бап" not in text
+    assert "нормальная продолжительность рабочего времени" in text
+    title = "Нормальная продолжительность рабочего времени"
+    titled = Query(question, analyze_query(question, titles=lambda ref: title))
+    text = with_glossary_terms(lexicon, 100, titled)
+    assert text.startswith(f"{question}\nТК РК статья 68 {title}")
+    assert "нормальная продолжительность" not in text
 
 
 def test_every_glossary_term_is_a_word_of_the_russian_corpus(shared_dir: Path) -> None:
