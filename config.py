@@ -193,6 +193,15 @@ class Settings(BaseSettings):
         description="Below 1: in the top 10, a law's next article counts this many times its score per article of "
         "that law above it (the best article of each plausible law first); 1: off.",
     )
+    title_weight: float = Field(
+        default=4.0,
+        ge=0,
+        description="Title rerank: the first TITLE_TOP articles found reordered by fused score (relative to the "
+        "best) plus this weight times the question vector's closeness to each article's heading, above the "
+        "average of theirs (index/titles.py; the vector is the dense search's, no second pass); 0: off. Chosen out "
+        "of fold (docs/evaluation.md).",
+    )
+    title_top: int = Field(default=10, ge=2, description="Articles the title rerank reorders.")
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")

@@ -12,7 +12,8 @@ search) and each fold's choice. `--dialogues` adds the last turns of the dialogu
 earlier turns answered through the chain with no LLM at each weight, the last one understood by the offline rule
 and ranked `DIALOGUE_K` deep, as `rag_chain eval --dialogues` does), so that the weight is chosen over single
 questions and follow-ups together; `--setting NAME` varies another setting over the grid instead (e.g.
-`crosslang_dense_chars`; ties go to the smaller value); a set named by `--held-out` (its file's stem) is ranked at
+`crosslang_dense_chars`, or `title_weight` with `--lang all`, which tunes over the questions and dialogues of
+both languages; ties go to the smaller value); a set named by `--held-out` (its file's stem) is ranked at
 every weight and at each fold's choice, never chosen on. `--timing` instead times each question's ranking at each
 weight, the weights taking turns question by question (so a machine's changing load falls on all of them alike),
 every remembered question forgotten before each call, and prints p50 / p95 per set and weight.
@@ -86,7 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--held-out", action="append", default=[], metavar="NAME", help="a set (file stem) ranked, never chosen on"
     )
-    parser.add_argument("--lang", choices=("kk", "ru"), default="kk", help="the question language tuned")
+    parser.add_argument(
+        "--lang",
+        choices=("kk", "ru", "all"),
+        default="kk",
+        help="the question language tuned (all: both, with --setting)",
+    )
     parser.add_argument("--weights", default="0,0.2,0.3,0.5,0.8", help="the grid, comma-separated")
     parser.add_argument(
         "--setting",
@@ -97,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    if args.lang == "all" and not args.setting:
+        parser.error("--lang all tunes a --setting")
     key = args.setting or ("crosslang_weight" if args.lang == "kk" else "crosslang_ru_weight")
+    tuned_lang = {"kk", "ru"} if args.lang == "all" else {args.lang}
     integral = isinstance(getattr(settings, key), int)
     weights = [int(w) if integral else float(w) for w in args.weights.split(",")]
     base = Retrieval.load(settings)
@@ -105,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.timing:
         return timing(base, sets, key, weights)
     dialogues = {
-        path.stem: [d for d in read_dialogues(path) if (d.lang or "ru") == args.lang] for path in args.dialogues
+        path.stem: [d for d in read_dialogues(path) if (d.lang or "ru") in tuned_lang] for path in args.dialogues
     }
     # (set, id) → scores at each weight; the ids of each set, and those in the tuned language
     ids = {name: [q.id for q in qs] for name, qs in sets.items()} | {
         n: [d.id for d in ds] for n, ds in dialogues.items()
     }
-    tuned_ids = {name: [q.id for q in qs if (q.lang or "ru") == args.lang] for name, qs in sets.items()}
+    tuned_ids = {name: [q.id for q in qs if (q.lang or "ru") in tuned_lang] for name, qs in sets.items()}
     tuned_ids |= {name: ids[name] for name in dialogues}
     per: dict[float, dict[tuple[str, str], Scores]] = {}
     for w in weights:

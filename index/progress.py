@@ -44,15 +44,15 @@ class Advance:
 
 @contextmanager
 def cached_embeddings(
-    settings: Settings, embeddings: Embeddings, texts: list[str], progress: bool
+    settings: Settings, embeddings: Embeddings, texts: list[str], progress: bool, label: str = "Embedding"
 ) -> Iterator[CachedEmbeddings]:
     """`embeddings` behind the data dir's embedding cache, for a build that will embed `texts`: the job's size
-    is logged first, then each embedded batch (and drawn when `progress`)."""
+    is logged first, then each embedded batch (and drawn, as `label`, when `progress`)."""
     cache = EmbeddingCache(settings.cache_dir / "embeddings.sqlite")
     try:
         cached = CachedEmbeddings(embeddings, cache)
         todo = len(cached.missing(texts))
-        with tracker("Embedding", todo, show=progress) as bar:
+        with tracker(label, todo, show=progress) as bar:
             cached.on_batch = Advance(todo, len(texts), bar).batch
             yield cached
     finally:
@@ -60,9 +60,9 @@ def cached_embeddings(
 
 
 def embed(
-    settings: Settings, embeddings: Embeddings, texts: list[str], progress: bool
+    settings: Settings, embeddings: Embeddings, texts: list[str], progress: bool, label: str = "Embedding"
 ) -> tuple[list[list[float]], int]:
     """Vectors for `texts` (cache first) and how many were embedded now."""
-    with cached_embeddings(settings, embeddings, texts, progress) as cached:
+    with cached_embeddings(settings, embeddings, texts, progress, label) as cached:
         vectors = cached.embed_documents(texts)
     return vectors, cached.misses

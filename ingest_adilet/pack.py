@@ -36,6 +36,8 @@ from index.faiss_store import read_faiss_meta
 from index.lexicon import FOLDER as LEXICON_FOLDER
 from index.lexicon import fingerprint, read_lexicon
 from index.sparse import latent_model_id, sparse_enabled
+from index.titles import FOLDER as TITLES_FOLDER
+from index.titles import read_titles, title_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ FAISS_FILES = ("index/faiss/meta.json", "index/faiss/index.faiss", "index/faiss/
 LATENT_FILES = ("index/sparse/meta.json", "index/sparse/matrix.npz")
 BM25_FILES = ("index/bm25/meta.json", "index/bm25/weights.npz", "index/bm25/terms.json")  # when kept and current
 LEXICON_FILES = ("index/lexicon/meta.json", "index/lexicon/lexicon.json")  # the cross-language search's
+TITLE_FILES = ("index/titles/meta.json", "index/titles/vectors.npy")  # the title rerank's, when built
 SHAPE_SETTINGS = ("dense_scope", "dense_search_lang", "embed_max_chars")  # as the index's meta.json records them
 Compression = Literal["gz", "xz", "none"]
 PACK_COMMAND = "python -m ingest_adilet pack PACK --data-dir DIR"
@@ -155,6 +158,14 @@ def pack(
             f"`{INDEX_COMMAND.format(data_dir=data_dir)}`."
         )
     names += LEXICON_FILES
+    try:
+        titles = read_titles(settings.index_dir / TITLES_FOLDER, title_fingerprint(chunks, embeddings))
+    except DamagedFile as err:
+        raise DataDamaged(err.path, err.problem, INDEX_COMMAND.format(data_dir=data_dir)) from None
+    if titles is not None:
+        names += TITLE_FILES
+    else:  # a data dir indexed before the title rerank: the office runs without it until its next index build
+        logger.warning("No current title vectors in %s: packed without them", settings.index_dir / TITLES_FOLDER)
     files = {name: file_digest(data_dir / name) for name in names}
     manifest = PackManifest(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),

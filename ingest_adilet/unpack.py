@@ -40,6 +40,8 @@ from index.lexicon import fingerprint, read_lexicon
 from index.publish import writing
 from index.sparse import check_matrix, latent_model_id, sparse_enabled
 from index.stage import swap_in
+from index.titles import FOLDER as TITLES_FOLDER
+from index.titles import read_titles, title_fingerprint
 from ingest_adilet.pack import (
     BM25_FILES,
     CORPUS_FILES,
@@ -51,6 +53,7 @@ from ingest_adilet.pack import (
     MANIFEST_NAME,
     PACK_COMMAND,
     SHAPE_SETTINGS,
+    TITLE_FILES,
     PackError,
     PackManifest,
     PackReport,
@@ -61,7 +64,7 @@ from retrieval.bm25_index import OTHER_CORPUS, check_bm25, check_kept, load_scor
 logger = logging.getLogger(__name__)
 
 # nothing else is ever extracted
-PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES + BM25_FILES + LEXICON_FILES)
+PACKABLE = frozenset(CORPUS_FILES + FAISS_FILES + LATENT_FILES + BM25_FILES + LEXICON_FILES + TITLE_FILES)
 FOLDERS = ("corpus", "index")  # what an unpack replaces in the data dir; the cache and the rest stay
 DISK_MARGIN = 64 << 20  # left free on the data dir's disk after the files a pack declares
 UNCHANGED = "The data dir was not changed."
@@ -315,6 +318,14 @@ def _check_inside(manifest: PackManifest, new: Path, dim: int | None, path: Path
             if not isinstance(lexicon_meta, dict):
                 raise DamagedFile(new / name, "not a JSON object")
             _same_digests(new / name, _digests(lexicon_meta, new / name), "index/lexicon", files)
+        if titles := set(TITLE_FILES) & set(files):  # packs made before the title rerank lack them
+            name = "index/titles/meta.json"
+            if titles != set(TITLE_FILES):
+                raise DamagedFile(new / MANIFEST_NAME, f"lists {len(titles)} of the {len(TITLE_FILES)} title files")
+            titles_meta = read_json(new / name)
+            if not isinstance(titles_meta, dict):
+                raise DamagedFile(new / name, "not a JSON object")
+            _same_digests(new / name, _digests(titles_meta, new / name), "index/titles", files)
         if latent:
             name = "index/sparse/meta.json"
             sparse_meta = read_json(new / name)
@@ -374,6 +385,9 @@ def _load_staged(settings: Settings, manifest: PackManifest, new: Path, embeddin
         if set(LEXICON_FILES) <= set(manifest.files):
             if read_lexicon(staged.index_dir / LEXICON_FOLDER, fingerprint(chunks)) is None:
                 raise IndexNotReady("its lexicon was not learned from its corpus")
+        if set(TITLE_FILES) <= set(manifest.files):
+            if read_titles(staged.index_dir / TITLES_FOLDER, title_fingerprint(chunks, embeddings)) is None:
+                raise IndexNotReady("its title vectors were not made from its corpus by its model")
     except DamagedFile as err:
         raise _unusable(path, str(err.path).replace(f"{new}/", ""), err.problem) from None
     except IndexNotReady as err:  # DataDamaged too

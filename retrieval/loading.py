@@ -18,6 +18,7 @@ from index.documents import index_command
 from index.lexicon import Lexicon, load_lexicon
 from index.sparse import sparse_enabled
 from index.status import IndexPending, index_pending
+from index.titles import TitleVectors, load_titles
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever
 from retrieval.bm25_index import load_bm25
@@ -44,6 +45,7 @@ class Loaded:
     learned: LearnedRanker | None
     pending: IndexPending | None
     lexicon: Lexicon | None = None
+    titles: TitleVectors | None = None
 
 
 def load(
@@ -92,6 +94,12 @@ def load(
             missing.append("dense")
             if settings.vector_store == "faiss" and (settings.index_dir / "faiss" / "meta.json").exists():
                 reason = OUT_OF_DATE
+    titles = None
+    if stages.titles and settings.title_weight > 0 and vector_store is not None and vector_store.embeddings:
+        try:
+            titles = load_titles(settings, chunks, vector_store.embeddings)
+        except DamagedFile as err:
+            raise DataDamaged(err.path, err.problem, index_command(settings)) from None
     latent = None
     if stages.sparse and sparse_enabled(settings):
         # Not looked for when never built: load_sparse would log a second line about the same thing.
@@ -115,10 +123,11 @@ def load(
         indexed - loaded,
         time.perf_counter() - indexed,
         (", latent terms on" if latent else "")
+        + (", title rerank on" if titles else "")
         + (", learned ranker on" if learned else "")
         + (", reranker on" if reranker else ""),
     )
-    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending, lexicon)
+    return Loaded(articles, bm25, vector_store, latent, reranker, learned, pending, lexicon, titles)
 
 
 def _bm25(articles: ArticleChunks, settings: Settings) -> ChunkBM25Retriever:

