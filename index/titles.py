@@ -1,5 +1,5 @@
 """Article title vectors: each article's heading («Дисциплинарные взыскания») embedded on its own, by the model of
-the chunk vectors, for the title rerank (retrieval/titles.py).
+the chunk vectors, for the title rerank (retrieval/ranking.py `TitleRerank`).
 
 A chunk's vector mixes its heading with its text, so neighbouring articles on one subject (ТК 64, the disciplinary
 measures; 65, how one is imposed) come out close; the heading alone says which of them a question asks about. The

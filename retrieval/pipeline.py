@@ -85,8 +85,8 @@ class Retrieval:
         """Args: articles: the corpus by article; bm25 / vector_store / latent: the first-stage searches;
         lexicon: the cross-language search's (index/lexicon.py; with BM25 only), None: no such search;
         reranker: FlashRank or None; titles: the articles' heading vectors (index/titles.py), None: no title
-        rerank; stages: the recipe (a part given but left out of it is kept for
-        `variant`); pending: the searches the index cannot give yet (not built, or built from another corpus)."""
+        rerank; stages: the recipe (a part given but left out of it is kept for `variant`); pending: the
+        searches the index cannot give yet (not built, or built from another corpus)."""
         self.settings = settings
         self.articles = articles
         self.stages = stages
