@@ -66,11 +66,7 @@ class ScoredEnsembleRetriever(EnsembleRetriever):
                 first.setdefault(key, doc)
         ordered = sorted(first, key=lambda k: scores[k], reverse=True)
         return [
-            Document(
-                page_content=first[k].page_content,
-                metadata={**first[k].metadata, "score": scores[k], "ranks": ranks[k]},
-                id=first[k].id,
-            )
+            first[k].model_copy(update={"metadata": {**first[k].metadata, "score": scores[k], "ranks": ranks[k]}})
             for k in ordered
         ]
 

@@ -102,9 +102,7 @@ class LawAwareRetriever(BaseRetriever):
                 if key_of(doc) in have:
                     continue
                 have.add(key_of(doc))
-                docs.append(
-                    Document(page_content=doc.page_content, metadata={**doc.metadata, "law_aware": True}, id=doc.id)
-                )
+                docs.append(doc.model_copy(update={"metadata": {**doc.metadata, "law_aware": True}}))
                 present += 1
         named_set = set(named)
 

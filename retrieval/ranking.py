@@ -46,8 +46,8 @@ def found_by_search(doc: Document) -> bool:
 
 
 def ranked_copy(doc: Document, **update: Any) -> Document:
-    """A copy of `doc` with metadata updated."""
-    return Document(page_content=doc.page_content, metadata={**doc.metadata, **update}, id=doc.id)
+    """A copy of `doc` with metadata updated (not validated again: hundreds a question, each ~10 µs)."""
+    return doc.model_copy(update={"metadata": {**doc.metadata, **update}})
 
 
 def from_corpus(articles: ArticleChunks, key: ArticleKey, **meta: Any) -> Document:

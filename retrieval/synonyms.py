@@ -86,6 +86,22 @@ def _phrases() -> tuple[_Phrase, ...]:
     return tuple(out)
 
 
+def _phrase_key(phrase: _Phrase) -> str:
+    """What a question must hold for the phrase to match at all: its first stem (a Kazakh one's first four
+    letters, as `_phrase_span` compares them loosely)."""
+    return phrase.stems[0][:4] if phrase.lang == "kk" else phrase.stems[0]
+
+
+@cache
+def _phrases_by_key() -> dict[tuple[Lang, str], tuple[int, ...]]:
+    """(language, `_phrase_key`) → positions in `_phrases()`: a question is checked only against the phrases
+    whose first stem it has (some ten of the thousands)."""
+    out: dict[tuple[Lang, str], list[int]] = {}
+    for n, phrase in enumerate(_phrases()):
+        out.setdefault((phrase.lang, _phrase_key(phrase)), []).append(n)
+    return {key: tuple(ns) for key, ns in out.items()}
+
+
 # --- crime vocabulary beyond the synonym entries flagged criminal ------------------------------
 
 _CRIME_RU = """
@@ -128,8 +144,10 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
     streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
     where = {name: _stem_positions(stream) for name, stream in streams.items()}
     starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
+    phrases, by_key = _phrases(), _phrases_by_key()
+    keys = [("ru", stem) for stem in where["ru"]] + [("kk", start) for start in starts["kk"]]
     hits: list[tuple[int, frozenset[int], int]] = []
-    for phrase in _phrases():
+    for phrase in (phrases[n] for n in sorted(n for key in keys for n in by_key.get(key, ()))):
         if phrase.lang == "kk" and lang != "kk" and not phrase.kazakh_only:
             continue
         stream = streams[phrase.lang]
