@@ -202,7 +202,8 @@ def edition_lines(sources: Iterable[Source], lang: Lang) -> list[str]:
 
 
 def format_about(summary: DataSummary | None, lang: Lang) -> str:
-    """/about: what the answers rest on (documents, articles, chunks, editions, corpus date, searches built)."""
+    """/about: what the answers rest on (documents, articles, chunks, editions, corpus date, searches built, the
+    headings' vectors the title rerank reads)."""
     if summary is None or not summary.totals:
         return t("about_no_corpus", lang)
     totals = summary.totals.values()
@@ -224,6 +225,7 @@ def format_about(summary: DataSummary | None, lang: Lang) -> str:
     for key, n, stale in (
         ("about_vectors", summary.vectors, summary.vectors_stale),
         ("about_latent", summary.latent_rows, summary.latent_stale),
+        ("about_titles", summary.titles, summary.titles_stale),
     ):
         state = count(n) if n else t("about_stale" if stale else "about_not_built", lang)
         searches.append(t(key, lang, n=state))

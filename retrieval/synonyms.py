@@ -145,7 +145,7 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
     where = {name: _stem_positions(stream) for name, stream in streams.items()}
     starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
     phrases, by_key = _phrases(), _phrases_by_key()
-    keys = [("ru", stem) for stem in where["ru"]] + [("kk", start) for start in starts["kk"]]
+    keys: list[tuple[Lang, str]] = [("ru", stem) for stem in where["ru"]] + [("kk", start) for start in starts["kk"]]
     hits: list[tuple[int, frozenset[int], int]] = []
     for phrase in (phrases[n] for n in sorted(n for key in keys for n in by_key.get(key, ()))):
         if phrase.lang == "kk" and lang != "kk" and not phrase.kazakh_only:

@@ -137,7 +137,7 @@ def test_about_summarizes_the_data_dir(corpus_slice) -> None:
     assert "Документов: 4 на русском, 1 на казахском" in text
     assert f"статей: {articles:,}".replace(",", "\u202f") in text
     assert "с 16.07.2025 по 20.03.2026 (1 — «по состоянию на»" in text
-    assert "векторы — не построены; латентные термы — не построены" in text
+    assert "векторы — не построены; латентные термы — не построены; векторы заголовков статей — не построены" in text
     assert format_about(None, "kk") == "Корпус әлі жиналмаған: әзірге жауап жоқ."
 
 
@@ -155,8 +155,8 @@ def test_about_reports_an_index_built_from_another_corpus_as_out_of_date(shared_
     assert ingest(settings, source_dir=source, progress=False).ok
     build_index(settings, progress=False)
     built = summarize(settings)
-    assert (built.vectors, built.latent_rows) == (20, 20)
-    assert "векторы — 20; латентные термы — 20" in format_about(built, "ru")
+    assert (built.vectors, built.latent_rows, built.titles) == (20, 20, 14)  # 14 articles, each with its heading
+    assert "векторы — 20; латентные термы — 20; векторы заголовков статей — 14" in format_about(built, "ru")
 
     # a new edition of the law arrives (one article reworded) and is ingested; the index is not rebuilt
     text = source / "rus" / f"{DIGITAL_ASSETS}.txt"
@@ -175,6 +175,20 @@ def test_about_reports_an_index_built_from_another_corpus_as_out_of_date(shared_
     loaded = load(settings, Stages(rerank=False, learned=False))  # the chain leaves both out, for the same reason
     assert loaded.vector_store is None and loaded.latent is None
     assert loaded.pending is not None and loaded.pending.reason == OUT_OF_DATE
+    # The headings did not change (the words replaced are in article 1's text): their vectors still hold.
+    assert (stale.titles, stale.titles_stale) == (14, False)
+
+    # A heading reworded: the title vectors are out of date too, and usable again once the index is built.
+    assert "Статья 11. Биржи цифровых активов\n" in body
+    text.write_text(body.replace("Статья 11. Биржи цифровых активов", "Статья 11. Биржи цифровых валют"), "utf-8")
+    assert ingest(settings, source_dir=source, progress=False).ok
+    renamed = summarize(settings)
+    assert (renamed.titles, renamed.titles_stale) == (None, True)
+    assert "векторы заголовков статей — устарели" in format_about(renamed, "ru")
+    build_index(settings, progress=False)
+    assert summarize(settings).titles == 14 and "бап тақырыптарының векторлары — 14" in format_about(
+        summarize(settings), "kk"
+    )
 
 
 async def test_about_command_through_the_bot_api(api, corpus_slice, tmp_path: Path) -> None:
