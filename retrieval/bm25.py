@@ -231,7 +231,9 @@ class ChunkBM25Retriever(BM25Retriever):
                 if key in seen:
                     continue
                 seen.add(key)
-            out.append(doc.model_copy(update={"metadata": {**doc.metadata, self.score_key: score}}))
+            out.append(
+                Document(page_content=doc.page_content, metadata={**doc.metadata, self.score_key: score}, id=doc.id)
+            )
             if len(out) == k:
                 break
         return out
