@@ -122,16 +122,23 @@ class Form:
     def matches(self, stems: Sequence[str], words: Sequence[str], i: int) -> bool:
         if self.word is not None:
             return words[i].startswith(self.word)
-        return i + len(self.stems) <= len(stems) and all(_carries(stems[i + j], s) for j, s in enumerate(self.stems))
+        return i + len(self.stems) <= len(stems) and all(
+            _carries(stems[i + j], s, words[i + j]) for j, s in enumerate(self.stems)
+        )
 
 
-def _carries(text_stem: str, form_stem: str) -> bool:
+def _carries(text_stem: str, form_stem: str, word: str) -> bool:
     """The text's stem is the form's, or the form's with an ending the stemmer left (at most four letters:
     «демалыста» carries «демалыс»); never shorter — a longer form is another, derived word («жұмысшы», a worker,
-    is not «жұмыс», work; «берешек», a debt, is not «бер», to give)."""
+    is not «жұмыс», work; «берешек», a debt, is not «бер», to give) — but where the stemmer took the word's last
+    letter as an ending and left it in the form («жалақы» → жалақ, «жалақысы» → жалақы): the text's word itself
+    starts with the form's stem."""
     if text_stem == form_stem:
         return True
-    return len(form_stem) >= 4 and text_stem.startswith(form_stem) and len(text_stem) - len(form_stem) <= 4
+    if len(form_stem) >= 4 and text_stem.startswith(form_stem) and len(text_stem) - len(form_stem) <= 4:
+        return True
+    cut = len(text_stem) >= 4 and len(form_stem) == len(text_stem) + 1 and form_stem.startswith(text_stem)
+    return cut and word.startswith(form_stem)
 
 
 def with_glossary(lexicon: Lexicon) -> Lexicon:

@@ -192,6 +192,15 @@ def test_a_glossary_form_longer_than_the_texts_word_is_another_word() -> None:
     assert stem_ru("отпуск") in _glossary_terms("Демалыста")
 
 
+def test_a_glossary_form_the_stemmer_cut_less_than_the_texts_word_still_meets_it() -> None:
+    """The stemmer cuts «жалақы» (a wage) to жалақ but «жалақысы» to жалақы: the form «жалақысы сақталмайтын
+    демалыс» (unpaid leave) meets a question's «жалақы сақталмайтын демалыс», whose words start with its stems;
+    a word the form's stem does not start («жалақ...» cut from another word) does not."""
+    unpaid = _glossary_terms("Жалақы сақталмайтын демалысты бала үш жасқа толғанға дейін алуға бола ма?")
+    assert stem_ru("сохранения") in unpaid and stem_ru("ежегодный") not in unpaid
+    assert stem_ru("сохранения") not in _glossary_terms("Жылына қанша күн демалыс беріледі?")
+
+
 def test_the_most_specific_glossary_form_at_a_place_wins() -> None:
     """«жалақы» (a wage) carries «жала» (slander) as a stem with an ending; the longer form is the word meant."""
     assert stem_ru("заработная") in _glossary_terms("Жалақымды уақытында бермейді")
