@@ -46,7 +46,7 @@ def found_by_search(doc: Document) -> bool:
 
 
 def ranked_copy(doc: Document, **update: Any) -> Document:
-    """A copy of `doc` with metadata updated (not validated again: hundreds a question, each ~10 µs)."""
+    """A copy of `doc` with metadata updated (`model_copy`: not validated again, ~700 copies a question)."""
     return doc.model_copy(update={"metadata": {**doc.metadata, **update}})
 
 
