@@ -129,6 +129,15 @@ class Settings(BaseSettings):
         "article titles do not say, at most this many characters of them (whole terms); 0: the question alone. "
         "Chosen out of fold over Kazakh questions and follow-ups; each character costs e5 time (docs/evaluation.md).",
     )
+    dense_lines_chars: int | None = Field(
+        default=None,
+        ge=0,
+        description="A Russian question's e5 query is the question followed by the article titles query augmentation "
+        "added; set, at most this many characters of them (whole lines), 0: the question as asked. Unset: all of "
+        "them. A Kazakh question's keeps them (its only Russian words); BM25 reads them all either way. Two folds "
+        "chose 150 and 0; neither is taken: Labour Code questions gain, long questions and dialogues lose "
+        "(docs/evaluation.md).",
+    )
     crosslang_ru_weight: float = Field(
         default=0.0,
         ge=0,

@@ -85,10 +85,16 @@ class Searches:
         return out
 
     def dense_text(self, settings: Settings, query: Query) -> str:
-        """What the dense search embeds for the question: the augmented question (a Kazakh one with the
-        glossary's Russian terms), its head and tail cut for the embedder."""
-        glossed = with_glossary_terms(self.lexicon, settings.crosslang_dense_chars, query)
-        return dense_query(glossed, settings.dense_query_max_chars)
+        """What the dense search embeds for the question: the augmented question (a Russian one with at most
+        `dense_lines_chars` of its title lines when set, a Kazakh one with the glossary's Russian terms), its head
+        and tail cut for the embedder."""
+        if query.info.lang == "kk":
+            text = with_glossary_terms(self.lexicon, settings.crosslang_dense_chars, query)
+        elif settings.dense_lines_chars is None:
+            text = query.info.augmented
+        else:
+            text = with_lines(query.info.text, query.info.augmented, settings.dense_lines_chars)
+        return dense_query(text, settings.dense_query_max_chars)
 
     def query_vector(self, settings: Settings, query: Query) -> list[float] | None:
         """The question's vector as the dense search embedded it (the embeddings remember their last questions:
@@ -129,6 +135,22 @@ def _augmented(query: Query) -> str:
 def _translated(lexicon: Lexicon, lang: str, query: Query) -> str:
     """The cross-language BM25 query of a question in `lang`; "" (nothing searched) for the other language's."""
     return translated_query(lexicon, query) if query.info.lang == lang else ""
+
+
+def with_lines(question: str, augmented: str, limit: int) -> str:
+    """The question followed by the whole lines augmentation added after it, at most `limit` characters of them."""
+    question = question.strip()
+    if not augmented.startswith(question):
+        return augmented
+    kept = ""
+    for line in augmented[len(question) :].split("\n"):
+        if not line:
+            continue
+        joined = f"{kept}\n{line}"
+        if len(joined) > limit:
+            break
+        kept = joined
+    return question + kept
 
 
 def dense_query(text: str, limit: int) -> str:
