@@ -194,8 +194,8 @@ def test_a_glossary_form_longer_than_the_texts_word_is_another_word() -> None:
 
 def test_a_glossary_form_the_stemmer_cut_less_than_the_texts_word_still_meets_it() -> None:
     """The stemmer cuts «жалақы» (a wage) to жалақ but «жалақысы» to жалақы: the form «жалақысы сақталмайтын
-    демалыс» (unpaid leave) meets a question's «жалақы сақталмайтын демалыс», whose words start with its stems;
-    a word the form's stem does not start («жалақ...» cut from another word) does not."""
+    демалыс» (unpaid leave) meets a question's «жалақы сақталмайтын демалыс», whose words start with its stems,
+    and only the more specific entry is read there; a question on the days of leave a year is not about it."""
     unpaid = _glossary_terms("Жалақы сақталмайтын демалысты бала үш жасқа толғанға дейін алуға бола ма?")
     assert stem_ru("сохранения") in unpaid and stem_ru("ежегодный") not in unpaid
     assert stem_ru("сохранения") not in _glossary_terms("Жылына қанша күн демалыс беріледі?")
