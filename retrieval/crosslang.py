@@ -155,10 +155,9 @@ def with_glossary_terms(lexicon: Lexicon | None, limit: int, query: Query) -> st
     if query.info.lang != "kk":
         return query.info.augmented
     # The vectors are Russian: the Kazakh citation lines («ҚР ЕК 88-бап») beside the Russian ones add only length.
-    question, text = query.info.text.strip(), query.info.augmented
-    if text.startswith(question):
-        lines = text[len(question) :].split("\n")
-        text = "\n".join([question, *(line for line in lines if line and not has_kazakh_letters(line.lower()))])
+    text, lines = query.info.augmented, query.info.added_lines
+    if lines is not None:
+        text = "\n".join([query.info.text.strip(), *(line for line in lines if not has_kazakh_letters(line.lower()))])
     if not limit or not isinstance(glossary, GlossaryTerms):
         return text
     said = set(analyze(text, "ru"))

@@ -40,6 +40,15 @@ class QueryInfo:
     asks_sanction: bool = False
     """It asks about a crime, a punishment, a fine or liability (retrieval/routing.py `SanctionLaws`)."""
 
+    @property
+    def added_lines(self) -> list[str] | None:
+        """The non-empty lines augmentation put after the question (article citations and titles); None when the
+        augmented text does not start with the question."""
+        question = self.text.strip()
+        if not self.augmented.startswith(question):
+            return None
+        return [line for line in self.augmented[len(question) :].split("\n") if line]
+
 
 # --- the analysis ---------------------------------------------------------------------------------
 

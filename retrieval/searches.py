@@ -30,6 +30,7 @@ from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
 from retrieval.crosslang import translated_query, with_glossary_terms
+from retrieval.query import QueryInfo
 from retrieval.records import Query
 
 logger = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class Searches:
         elif settings.dense_lines_chars is None:
             text = query.info.augmented
         else:
-            text = with_lines(query.info.text, query.info.augmented, settings.dense_lines_chars)
+            text = with_lines(query.info, settings.dense_lines_chars)
         return dense_query(text, settings.dense_query_max_chars)
 
     def query_vector(self, settings: Settings, query: Query) -> list[float] | None:
@@ -137,20 +138,18 @@ def _translated(lexicon: Lexicon, lang: str, query: Query) -> str:
     return translated_query(lexicon, query) if query.info.lang == lang else ""
 
 
-def with_lines(question: str, augmented: str, limit: int) -> str:
+def with_lines(info: QueryInfo, limit: int) -> str:
     """The question followed by the whole lines augmentation added after it, at most `limit` characters of them."""
-    question = question.strip()
-    if not augmented.startswith(question):
-        return augmented
+    lines = info.added_lines
+    if lines is None:
+        return info.augmented
     kept = ""
-    for line in augmented[len(question) :].split("\n"):
-        if not line:
-            continue
+    for line in lines:
         joined = f"{kept}\n{line}"
         if len(joined) > limit:
             break
         kept = joined
-    return question + kept
+    return info.text.strip() + kept
 
 
 def dense_query(text: str, limit: int) -> str:
