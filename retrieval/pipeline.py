@@ -112,7 +112,7 @@ class Retrieval:
 
     @property
     def profiles(self) -> LawProfiles:
-        """The laws' headings routing reads, built at first use (~0.5 s): the first question routed."""
+        """The laws' headings routing reads: built by `load` when routing is on, else at first use."""
         if self._profiles is None:
             self._profiles = LawProfiles.from_articles(self.articles)
         return self._profiles
@@ -205,6 +205,7 @@ class Retrieval:
         latent-term index — `latent_index` if given, else the built one —, the reranker, the learned ranker);
         an index not built or out of date is left out and recorded in `pending`."""
         parts = loading.load(settings, stages, chunks=chunks, vector_store=vector_store, latent_index=latent_index)
+        routed = stages.routing and settings.routing and bool(settings.routing_langs)
         return cls(
             settings,
             parts.articles,
@@ -217,6 +218,8 @@ class Retrieval:
             pending=parts.pending,
             lexicon=parts.lexicon,
             titles=parts.titles,
+            # built with the rest (~0.5–1 s on the full corpus), not by the first question routed
+            profiles=LawProfiles.from_articles(parts.articles) if routed else None,
         )
 
     @property
