@@ -129,14 +129,13 @@ class Settings(BaseSettings):
         "article titles do not say, at most this many characters of them (whole terms); 0: the question alone. "
         "Chosen out of fold over Kazakh questions and follow-ups; each character costs e5 time (docs/evaluation.md).",
     )
-    dense_lines_chars: int | None = Field(
-        default=None,
+    dense_bare_chars: int = Field(
+        default=250,
         ge=0,
-        description="A Russian question's e5 query is the question followed by the article titles query augmentation "
-        "added; set, at most this many characters of them (whole lines), 0: the question as asked. Unset: all of "
-        "them. A Kazakh question's keeps them (its only Russian words); BM25 reads them all either way. Two folds "
-        "chose 150 and 0; neither is taken: Labour Code questions gain, long questions and dialogues lose "
-        "(docs/evaluation.md).",
+        description="A single Russian question of at most this many characters is embedded by e5 as asked, without "
+        "the article lines query augmentation adds after it (they pull it to the synonym map's broad articles; BM25 "
+        "still reads them); a longer one and a follow-up's conversation keep them. 0: always with them. Two folds "
+        "chose 250 and 500 (docs/evaluation.md).",
     )
     crosslang_ru_weight: float = Field(
         default=0.0,

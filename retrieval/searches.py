@@ -30,8 +30,7 @@ from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
 from retrieval.crosslang import translated_query, with_glossary_terms
-from retrieval.query import QueryInfo
-from retrieval.records import Query
+from retrieval.records import NO_FOLLOWUP, Query
 
 logger = logging.getLogger(__name__)
 
@@ -86,15 +85,15 @@ class Searches:
         return out
 
     def dense_text(self, settings: Settings, query: Query) -> str:
-        """What the dense search embeds for the question: the augmented question (a Russian one with at most
-        `dense_lines_chars` of its title lines when set, a Kazakh one with the glossary's Russian terms), its head
-        and tail cut for the embedder."""
+        """What the dense search embeds for the question: a Kazakh one with the glossary's Russian terms; a single
+        Russian question of at most `dense_bare_chars` as asked; any other the augmented question (its article
+        lines after it); its head and tail cut for the embedder."""
         if query.info.lang == "kk":
             text = with_glossary_terms(self.lexicon, settings.crosslang_dense_chars, query)
-        elif settings.dense_lines_chars is None:
-            text = query.info.augmented
+        elif query.followup == NO_FOLLOWUP and len(query.info.text.strip()) <= settings.dense_bare_chars:
+            text = query.info.text.strip()
         else:
-            text = with_lines(query.info, settings.dense_lines_chars)
+            text = query.info.augmented
         return dense_query(text, settings.dense_query_max_chars)
 
     def query_vector(self, settings: Settings, query: Query) -> list[float] | None:
@@ -136,20 +135,6 @@ def _augmented(query: Query) -> str:
 def _translated(lexicon: Lexicon, lang: str, query: Query) -> str:
     """The cross-language BM25 query of a question in `lang`; "" (nothing searched) for the other language's."""
     return translated_query(lexicon, query) if query.info.lang == lang else ""
-
-
-def with_lines(info: QueryInfo, limit: int) -> str:
-    """The question followed by the whole lines augmentation added after it, at most `limit` characters of them."""
-    lines = info.added_lines
-    if lines is None:
-        return info.augmented
-    kept = ""
-    for line in lines:
-        joined = f"{kept}\n{line}"
-        if len(joined) > limit:
-            break
-        kept = joined
-    return info.text.strip() + kept
 
 
 def dense_query(text: str, limit: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from retrieval.pipeline import Retrieval, Stages
+from retrieval.records import Followup
 from retrieval.rerank import load_reranker
 from retrieval.searches import dense_query
 from tests.support.retrieval import CONSUMER, UK, TinyCrossEncoder
@@ -71,28 +72,23 @@ def test_dense_search_runs_over_russian_vectors_unless_told_otherwise(hybrid_ret
     assert "kk" in {d.metadata["lang"] for d in every}  # the Kazakh texts of the consumer law come in
 
 
-def test_a_russian_questions_e5_query_carries_at_most_dense_lines_chars_of_its_title_lines(hybrid_retrieval):
-    """Augmentation's lines follow a Russian question in its e5 query only as far as `dense_lines_chars` allows
-    (whole lines); BM25 still reads them all, and a Kazakh question's e5 query keeps them (its only Russian)."""
+def test_a_short_single_russian_question_is_embedded_as_asked(hybrid_retrieval):
+    """A single Russian question of at most `dense_bare_chars` is e5's query as asked (and the title rerank's
+    vector); the article lines augmentation adds stay in a longer question's e5 query, in a follow-up's
+    conversation and in a Kazakh question's (its only Russian words)."""
     question = "Какое наказание за незаконное предпринимательство без регистрации и лицензии?"
     query = hybrid_retrieval.query(question)
-    lines = query.info.augmented[len(question) :].strip("\n").split("\n")
-    assert lines[0].startswith("УК РК статья 214") and len(lines) >= 2  # and КоАП 463: the synonym map's
-    settings = hybrid_retrieval.settings
-    texts = {
-        n: hybrid_retrieval.parts.dense_text(settings.model_copy(update={"dense_lines_chars": n}), query)
-        for n in (0, len(lines[0]) + 1, 10_000)
-    }
-    assert texts[0] == question
-    assert texts[len(lines[0]) + 1] == f"{question}\n{lines[0]}"
-    assert texts[10_000] == dense_query(query.info.augmented, settings.dense_query_max_chars)  # all of them
-    assert settings.dense_lines_chars is None and hybrid_retrieval.parts.dense_text(settings, query) == texts[10_000]
+    assert query.info.augmented.startswith(f"{question}\nУК РК статья 214")  # and КоАП 463: the synonym map's
+    settings, parts = hybrid_retrieval.settings, hybrid_retrieval.parts
+    assert len(question) <= settings.dense_bare_chars and parts.dense_text(settings, query) == question
+    assert parts.query_vector(settings, query) == parts.vector_store.embeddings.embed_query(question)
+    with_lines = dense_query(query.info.augmented, settings.dense_query_max_chars)
+    for limit in (len(question) - 1, 0):
+        assert parts.dense_text(settings.model_copy(update={"dense_bare_chars": limit}), query) == with_lines
+    conversation = hybrid_retrieval.query(question, Followup(own="А без лицензии?"))
+    assert parts.dense_text(settings, conversation) == with_lines
     kazakh = hybrid_retrieval.query("Тіркелмей және лицензиясыз бизнес жүргізгені үшін қандай жауапкершілік бар?")
-    said = {
-        hybrid_retrieval.parts.dense_text(settings.model_copy(update={"dense_lines_chars": n}), kazakh)
-        for n in (0, 10_000)
-    }
-    assert len(said) == 1 and "УК РК статья 214" in said.pop()
+    assert "УК РК статья 214" in parts.dense_text(settings, kazakh)
 
 
 def test_kazakh_question_gets_kazakh_texts_where_the_law_has_them(hybrid_retrieval):
