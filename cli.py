@@ -176,7 +176,7 @@ def evaluate_dialogues(
     then rank its last turn three ways (WITH_HISTORY, ALONE, GLUED); one report per way."""
     retrieval = chain.retrieval
     if dialogues:
-        retrieval.rank_articles(dialogues[0].turns[-1], k)  # warm-up, as in `evaluate`
+        retrieval.warm_up()  # as in `evaluate`
     retrieval.forget_questions()
     results: dict[str, list[QuestionResult]] = {WITH_HISTORY: [], ALONE: [], GLUED: []}
     for d in dialogues:

@@ -251,7 +251,17 @@ def _first_load(key: tuple, settings: Settings) -> QAChain:
     _failed.pop(key, None)
     _chains[key] = _Held(chain, time.monotonic())
     logger.info("chain loaded in %.1f s", time.perf_counter() - started)
+    # Answering at once; what the first questions would load is loaded beside them.
+    threading.Thread(target=_warm_up, args=(chain,), name="chain-warm-up", daemon=True).start()
     return chain
+
+
+def _warm_up(chain: QAChain) -> None:
+    """A loaded chain's warm-up (Retrieval.warm_up), logged; a failure is the questions' to meet and report."""
+    try:
+        logger.info("chain warmed up in %.1f s", chain.retrieval.warm_up())
+    except Exception:
+        logger.exception("the chain's warm-up failed")
 
 
 def _look_for_newer(held: _Held, settings: Settings) -> None:
@@ -274,6 +284,7 @@ def _swap_in(held: _Held, settings: Settings, generation: str, by: str) -> None:
     started = time.perf_counter()
     try:
         chain = QAChain.load(settings)
+        warming = chain.retrieval.warm_up()  # swapped in warm, and only if it answers
     except Exception as err:  # damaged or half-written: keep answering from what is loaded
         with _lock:
             held.loading, held.failed = None, generation
@@ -289,10 +300,11 @@ def _swap_in(held: _Held, settings: Settings, generation: str, by: str) -> None:
     with _lock:
         held.chain, held.loading = chain, None
     logger.info(
-        "the build published by %s (%s) loaded in %.1f s and swapped in (searches: %s)",
+        "the build published by %s (%s) loaded and warmed up in %.1f s (%.1f s) and swapped in (searches: %s)",
         by,
         generation,
         time.perf_counter() - started,
+        warming,
         ", ".join(chain.retrieval.searches),
     )
     if chain.retrieval.pending is not None:  # e.g. a new corpus whose index is not built yet: say it, once

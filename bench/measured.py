@@ -56,7 +56,7 @@ def ranking_times(variants: dict[str, Retrieval], sets: dict[str, list[GoldQuest
     for name, qs in sets.items():
         ms: dict[str, list[float]] = {label: [] for label in variants}
         for v in variants.values():
-            v.rank_articles(qs[0].query, k)  # warm-up: lazy loads do not count
+            v.warm_up()  # lazy loads do not count
         for q in qs:
             for label, v in variants.items():
                 v.forget_questions()

