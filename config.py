@@ -81,6 +81,12 @@ class Settings(BaseSettings):
         description="How often (at most) a loaded chain checks DATA_DIR/published.json for a newer build (one small "
         "read); a newer one is loaded in the background and swapped in when ready, questions in flight keep the old.",
     )
+    warm_up: bool = Field(
+        default=True,
+        description="A newly loaded chain is warmed up in a thread beside its first questions (routing's headings, "
+        "the encoders: retrieval/pipeline.py warm_up), so that they do not pay for it; `ask`, which answers one "
+        "question and exits, turns it off. A hot swap always warms the new build before swapping it in.",
+    )
 
     load_retry_seconds: float = Field(
         default=5.0,

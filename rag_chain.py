@@ -251,8 +251,8 @@ def _first_load(key: tuple, settings: Settings) -> QAChain:
     _failed.pop(key, None)
     _chains[key] = _Held(chain, time.monotonic())
     logger.info("chain loaded in %.1f s", time.perf_counter() - started)
-    # Answering at once; what the first questions would load is loaded beside them.
-    threading.Thread(target=_warm_up, args=(chain,), name="chain-warm-up", daemon=True).start()
+    if settings.warm_up:  # answering at once; what the first questions would load is loaded beside them
+        threading.Thread(target=_warm_up, args=(chain,), name="chain-warm-up", daemon=True).start()
     return chain
 
 

@@ -152,6 +152,16 @@ def test_a_build_that_fails_to_load_keeps_the_old_chain_until_the_next_publicati
     assert rag_chain.get_chain(settings) is not first
 
 
+def test_a_first_load_is_warmed_up_beside_its_questions_unless_told_not_to(lexical: tuple[Settings, Path]) -> None:
+    """WARM_UP (on but for `ask`): the thread builds routing's headings, which nothing else here would ask for."""
+    settings, _ = lexical
+    cold = rag_chain.get_chain(settings.model_copy(update={"warm_up": False}))
+    warm = rag_chain.get_chain(settings)
+    assert warm is not cold
+    wait_for(lambda: warm.retrieval._profiles is not None)
+    assert cold.retrieval._profiles is None
+
+
 def test_a_chain_checks_for_new_builds_at_most_every_reload_check_seconds(lexical: tuple[Settings, Path]) -> None:
     settings, source = lexical
     settings = settings.model_copy(update={"reload_check_seconds": 3600.0})
