@@ -39,7 +39,8 @@ CPU = "cpu:"  # the key prefix of a stage's CPU seconds (all threads of the proc
 # (module, attribute, stage): the loading calls QAChain.load makes (retrieval/loading.py, rag_chain.py). An
 # attribute a version lacks is skipped, so the same bench measures the code before and after a change.
 STAGES = (
-    ("index.build", "read_chunks", "corpus: chunks.jsonl"),
+    ("index.build", "read_chunks", "corpus: chunks.jsonl"),  # before 2026-11-28 (afternoon)
+    ("index.build", "read_chunks_and_stat", "corpus: chunks.jsonl"),  # after: with the file's stat
     ("retrieval.loading", "ArticleChunks.from_chunks", "chunks → Documents by article"),
     ("retrieval.loading", "build_bm25", "BM25"),  # before: every chunk analysed at each start
     ("retrieval.loading", "load_bm25", "BM25"),  # after: the analysis the index build kept

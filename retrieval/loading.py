@@ -63,11 +63,11 @@ def load(
     A vector or latent-term index that is not built, or was built from another corpus, is left out and recorded
     in `pending` (what is missing, the command that builds it, an estimate): the lexical searches answer
     meanwhile. A damaged one (DataDamaged, naming the file and the repair command) is an error."""
-    from index.build import index_command, load_latent_index, load_vector_store, read_chunks
+    from index.build import index_command, load_latent_index, load_vector_store, read_chunks_and_stat
     from index.embeddings import make_embeddings
 
     start = time.perf_counter()
-    chunks = list(chunks) if chunks is not None else read_chunks(settings)
+    chunks, read_at = (list(chunks), None) if chunks is not None else read_chunks_and_stat(settings)
     articles = ArticleChunks.from_chunks(chunks)
     loaded = time.perf_counter()
     bm25 = _bm25(articles, settings) if stages.bm25 else None
@@ -86,7 +86,7 @@ def load(
     if stages.dense and vector_store is None:
         embeddings = make_embeddings(settings)
         try:
-            vector_store = load_vector_store(settings, embeddings=embeddings, chunks=chunks)
+            vector_store = load_vector_store(settings, embeddings=embeddings, chunks=chunks, read_at=read_at)
         except DataDamaged:
             raise
         except IndexNotReady as err:

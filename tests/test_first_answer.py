@@ -79,6 +79,39 @@ def test_a_stale_index_degrades_to_bm25_and_counts_only_the_changed_chunks(
     assert stale.retrieve("возврат товара надлежащего качества").docs  # still answers
 
 
+def test_an_index_built_from_the_corpus_file_is_not_hashed_again_when_loaded_from_it(
+    settings: Settings, tiny_model: Path, shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The staleness check hashes every chunk (~0.5 s on the full corpus) only when the corpus file is not the one
+    the index was built from: the chain's load reads the file and knows its stat."""
+    import os
+
+    import index.faiss_build
+    from ingest_adilet.pipeline import ingest
+
+    settings = tiny_settings(settings, tiny_model)
+    assert ingest(settings, source_dir=shared_dir / "corpus", doc_ids=[CONSUMER], progress=False).ok
+    build_index(settings, progress=False)
+    hashed: list[str] = []
+    real = index.faiss_build.chunk_hash
+    monkeypatch.setattr(index.faiss_build, "chunk_hash", lambda c: hashed.append(c.chunk_id) or real(c))
+
+    assert Retrieval.load(settings, stages=Stages(rerank=False)).searches == ("bm25", "dense")
+    assert hashed == []
+    # The same content, the file touched (copied, restored): checked chunk by chunk, and still served.
+    chunks_file = settings.corpus_dir / "chunks.jsonl"
+    st = chunks_file.stat()
+    os.utime(chunks_file, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert Retrieval.load(settings, stages=Stages(rerank=False)).searches == ("bm25", "dense")
+    assert hashed
+    # Chunks handed over by the caller (a test's slice, a pack being checked) are always checked.
+    hashed.clear()
+    from index.build import read_chunks
+
+    assert Retrieval.load(settings, chunks=read_chunks(settings), stages=Stages(rerank=False)).pending is None
+    assert hashed
+
+
 def test_a_damaged_index_is_still_an_error(corpus_slice, settings: Settings, tiny_model: Path) -> None:
     settings = tiny_settings(settings, tiny_model)
     chunks = [c for c in corpus_slice.chunks if c.doc_id == CONSUMER]
