@@ -325,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
 
     handler = _log_handler(logging.DEBUG if args.verbose else logging.WARNING)
-    # one question and exit: a warm-up beside it would only slow it (a conversation keeps it)
-    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}), warm_up=args.command == "chat")
+    settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
+    if args.command != "chat":  # one question and exit: a warm-up beside it would only slow it (WARM_UP holds for chat)
+        settings = settings.model_copy(update={"warm_up": False})
     redact_logs(settings.secret_values(), [handler])  # every library's records: a model server may echo its key
     if args.command == "chat":
         return _chat(settings, args.from_dir, args.pack)

@@ -152,11 +152,11 @@ def _stale(
     for key in ("dense_scope", "dense_search_lang", "embed_max_chars"):
         if meta.get(key) != getattr(settings, key):
             return f"built with {key}={meta.get(key)}, settings give {getattr(settings, key)}"
+    if chunks is None and (read_at := corpus_stat(settings)) is None:
+        return None  # no corpus file: the index alone is still usable
     if read_at is not None and meta.get("corpus_stat") == read_at:
-        return None  # the chunks were read from the very file the index was built from (~0.5 s of hashing saved)
+        return None  # the chunks are (or were read from) the very file the index was built from: nothing to hash
     if chunks is None:
-        if meta.get("corpus_stat") == corpus_stat(settings) or corpus_stat(settings) is None:
-            return None  # the corpus file is untouched (or absent: the index alone is still usable)
         from corpus.store import load_chunks
 
         chunks = load_chunks(settings.corpus_dir)
