@@ -149,6 +149,13 @@ class Settings(BaseSettings):
         description="The same for a Russian question, searched with Kazakh stems (only the laws the corpus has in "
         "Kazakh have such text); 0 turns it off.",
     )
+    glossary_ru_weight: float = Field(
+        default=0.3,
+        ge=0,
+        description="Weight in the fusion of a Russian question's everyday search: BM25 of the law's terms its "
+        "everyday words stand for, by the packaged glossary (retrieval/data/glossary_ru.json: «декрет» → отпуск по "
+        "беременности и родам); 0 turns it off. Both folds chose 0.3 (docs/evaluation.md).",
+    )
     sparse_query_max_chars: int = Field(
         default=200, description="Characters of the question (head) that the latent-term search encodes (latency)."
     )

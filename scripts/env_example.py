@@ -23,6 +23,8 @@ def value(default: object) -> str:
         return ""
     if isinstance(default, Path):
         return "./" + str(default.relative_to(PROJECT_DIR)) if default.is_relative_to(PROJECT_DIR) else str(default)
+    if isinstance(default, bool):
+        return str(default).lower()
     if isinstance(default, list):
         return json.dumps(default)
     return str(default)
