@@ -56,8 +56,8 @@ class Searches:
         self, settings: Settings, *, k: int, where: dict[str, str] | None = None
     ) -> list[tuple[float, Runnable[Query, list[Document]]]]:
         """(weight, retriever of a `Query`) of each search, its `k` best articles, optionally within metadata
-        values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms, cross-language BM25 (last, so that
-        the learned ranker's features, one per name in `names`, keep their places)."""
+        values (e.g. {"doc_id": …}), in the order BM25, dense, latent terms, cross-language BM25, everyday BM25
+        (the last two last, so that the learned ranker's features, one per name in `names`, keep their places)."""
         out: list[tuple[float, Runnable[Query, list[Document]]]] = []
         if self.bm25 is not None:
             bm25 = self.bm25.model_copy(update={"k": k, "filter": where})
