@@ -5,7 +5,9 @@ The packaged glossary (retrieval/data/glossary_ru.json) pairs the words citizens
 for the same thing; a Russian question is also searched by BM25 with the law's terms its words stand for, fused as
 a search of its own (`GLOSSARY_RU_WEIGHT`, retrieval/searches.py), as a Kazakh question is searched with the
 Russian terms of the Kazakh glossary (retrieval/crosslang.py). Each form is matched by its Snowball stems, a run of
-up to three in the question's stems, the longest form at a place first.
+up to three in the question's stems, the longest form at a place first. A form of several words that leaves one stem
+(«по статье» → стат, «нет работы» → работ) has lost the words that made it everyday and would match every question
+with that word: it is not matched.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class EverydayTerms:
         for i, entry in enumerate(glossary.entries):
             for form in entry.ru_forms:
                 stems = tuple(analyze(form, "ru"))
+                if len(stems) == 1 and len(form.split()) > 1:
+                    continue
                 if 0 < len(stems) <= MAX_FORM_STEMS:
                     forms.setdefault(stems[0], []).append((stems, i))
         for found in forms.values():

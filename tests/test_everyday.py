@@ -39,6 +39,7 @@ def test_the_longest_form_at_a_place_wins_and_each_entry_counts_once() -> None:
                 EverydayEntry(ru_forms=["муж"], ru=["супруг"]),
                 EverydayEntry(ru_forms=["бывший муж", "бывшего мужа"], ru=["бывший супруг"]),
                 EverydayEntry(ru_forms=["декрет", "декретный"], ru=["отпуск по беременности и родам"]),
+                EverydayEntry(ru_forms=["по статье", "уволили по статье"], ru=["дисциплинарное взыскание"]),
             ]
         )
     )
@@ -47,6 +48,10 @@ def test_the_longest_form_at_a_place_wins_and_each_entry_counts_once() -> None:
     assert terms.phrases("Декретный отпуск, декрет") == ["отпуск по беременности и родам"]
     assert terms.query("Кто оплачивает декрет?") == "отпуск беремен род"
     assert terms.query("Сколько дней отпуска?") == ""  # nothing everyday: nothing searched
+    # «по статье» leaves only «статья», a word of every other question: only the whole «уволили по статье» counts.
+    assert terms.phrases("Что говорит статья 188?") == []
+    assert terms.phrases("Меня уволили по статье") == ["дисциплинарное взыскание"]
+    assert EverydayTerms.packaged().phrases("утратила силу статья") == []
 
 
 @pytest.fixture(scope="module")
