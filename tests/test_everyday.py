@@ -89,3 +89,16 @@ def test_a_russian_question_in_a_citizens_words_finds_its_article_with_the_gloss
     assert compensation not in [(d, a) for d, a, _ in off.rank_articles(question, 5)]
     kazakh = "Мені қысқартты, қандай төлемдер төленеді?"
     assert on.rank_articles(kazakh, 10) == off.rank_articles(kazakh, 10)
+
+
+def test_downtime_in_a_citizens_words_finds_the_pay_for_downtime(slice_settings: Settings, chunks: list[Chunk]) -> None:
+    """«Завод стоит» is the law's «простой» (an entry of 2026-11-29): with the everyday search the pay for
+    downtime (ТК 112) is among the first ten on the Labour Code alone, without it not among the first fifty."""
+    from retrieval.pipeline import Retrieval, Stages
+
+    question = "Завод стоит уже месяц, сидим без работы. Что нам положено?"
+    on = Retrieval.load(slice_settings, chunks=chunks, stages=Stages(dense=False, rerank=False))
+    off = on.variant(glossary_ru_weight=0.0)
+    downtime = (LABOUR_CODE, "112")
+    assert downtime in [(d, a) for d, a, _ in on.rank_articles(question, 10)]
+    assert downtime not in [(d, a) for d, a, _ in off.rank_articles(question, 50)]

@@ -265,6 +265,7 @@ def test_every_glossary_term_is_a_word_of_the_russian_corpus(shared_dir: Path) -
     ("question", "article"),
     [
         ("Ауырып, бюллетеньде болдым. Ол күндерді кім төлейді?", "133"),  # sick pay
+        ("Бәсекелестік жасамау туралы қағазға қол қоюға міндеттімін бе?", "29"),  # non-compete (2026-11-29 entry)
     ],
 )
 def test_a_kazakh_question_in_a_citizens_words_finds_its_article_with_the_glossary(
