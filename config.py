@@ -223,6 +223,12 @@ class Settings(BaseSettings):
         "of fold (docs/evaluation.md).",
     )
     title_top: int = Field(default=10, ge=2, description="Articles the title rerank reorders.")
+    title_sanction_factor: float = Field(
+        default=0.0,
+        ge=0,
+        description="Title rerank: its weight, times TITLE_WEIGHT, for a question that asks about a punishment, fine "
+        "or liability and finds a law of sanctions first (0: the order found there stands; 1: as any question).",
+    )
     rerank_top_n: int = 8
     rerank_candidates: int = Field(default=30, description="First-stage articles the reranker re-orders.")
     demote_repealed: bool = Field(default=True, description="Found (not named) repealed articles rank last.")

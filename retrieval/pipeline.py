@@ -187,7 +187,16 @@ class Retrieval:
             )
         if self.titles is not None:  # after the routes: it moves only found articles, in the places they left
             vector = partial(self.parts.query_vector, s)
-            ranking.append(TitleRerank(titles=self.titles, query_vector=vector, weight=s.title_weight, top=s.title_top))
+            ranking.append(
+                TitleRerank(
+                    titles=self.titles,
+                    query_vector=vector,
+                    weight=s.title_weight,
+                    top=s.title_top,
+                    sanction_factor=s.title_sanction_factor,
+                    sanction_laws=lambda: self.sanction_laws,
+                )
+            )
         ranking.append(OwnBestAt())  # a follow-up's (`Followup.own_best_at`); nothing for a single question
         self.ranking = DocumentCompressorPipeline(transformers=ranking)
         self.retriever = CompressedRetriever(base_retriever=self.search, base_compressor=self.ranking)

@@ -92,7 +92,13 @@ class TitleRerank(BaseDocumentCompressor):
     `weight` times how much closer the question's vector is to the article's heading than to the others' on
     average (index/titles.py): neighbouring articles on one subject («Дисциплинарные взыскания», 64, and «Порядок
     применения дисциплинарных взысканий», 65) are told apart by what each is about. Each place keeps its score,
-    so scores stay non-increasing; an article without a heading counts as average."""
+    so scores stay non-increasing; an article without a heading counts as average.
+
+    A question that asks about a punishment, fine or liability and finds a law of sanctions first (`sanction_laws`:
+    the Criminal Code and the Code on Administrative Offences, read from the corpus) is reordered with
+    `sanction_factor` times the weight (0 by default: the order found there stands): the offences' short headings
+    («Кража») would be weighed against every law's «Ответственность за нарушение законодательства о …», which a
+    question on liability is always near."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -100,6 +106,8 @@ class TitleRerank(BaseDocumentCompressor):
     query_vector: Callable[[Query], Sequence[float] | None]
     weight: float
     top: int = 10
+    sanction_factor: float = 1.0  # the weight's factor for a question that asks about a sanction and finds one first
+    sanction_laws: Callable[[], frozenset[str]] = frozenset  # the laws of sanctions (retrieval/routing.py)
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
@@ -112,13 +120,18 @@ class TitleRerank(BaseDocumentCompressor):
         vector = self.query_vector(query) if isinstance(query, Query) and len(places) > 1 else None
         if vector is None:
             return documents
+        asks_sanction = isinstance(query, Query) and query.info.asks_sanction
+        finds_sanction = asks_sanction and documents[places[0]].metadata.get("doc_id") in self.sanction_laws()
+        weight = self.weight * (self.sanction_factor if finds_sanction else 1.0)
+        if not weight:
+            return documents
         sims = self.titles.similarity(vector, [key_of(documents[i]) for i in places])
         known = [s for s in sims if s is not None]
         mean = sum(known) / len(known) if known else 0.0
         best = max(score_of(documents[i]) for i in places) or 1.0
         order = sorted(
             zip(places, sims, strict=True),
-            key=lambda p: -(score_of(documents[p[0]]) / best + self.weight * ((mean if p[1] is None else p[1]) - mean)),
+            key=lambda p: -(score_of(documents[p[0]]) / best + weight * ((mean if p[1] is None else p[1]) - mean)),
         )
         out = list(documents)
         for place, (i, _) in zip(places, order, strict=True):

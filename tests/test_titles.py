@@ -20,7 +20,7 @@ from index.titles import FOLDER, VECTORS_FILE, TitleVectors, build_titles, load_
 from retrieval.query import analyze_query
 from retrieval.ranking import TitleRerank, score_of
 from retrieval.records import Query
-from tests.support.retrieval import TK, CorpusSlice
+from tests.support.retrieval import CONSUMER, TK, UK, CorpusSlice
 
 pytest_plugins = ["tests.support.retrieval"]
 
@@ -96,8 +96,8 @@ def test_damaged_title_vectors_are_named_and_rebuilt(tmp_path: Path, discipline,
     assert read_titles(folder) is not None
 
 
-def _ranked(corpus_slice: CorpusSlice, article: str, score: float, via: str = "found") -> Document:
-    first = next(c for c in corpus_slice.chunks if c.doc_id == TK and c.article == article and c.lang == "ru")
+def _ranked(corpus_slice: CorpusSlice, article: str, score: float, via: str = "found", doc_id: str = TK) -> Document:
+    first = next(c for c in corpus_slice.chunks if c.doc_id == doc_id and c.article == article and c.lang == "ru")
     return Document(page_content=first.text, metadata={**first.metadata(), "score": score, "via": via})
 
 
@@ -119,3 +119,43 @@ def test_the_title_rerank_puts_the_article_the_question_is_about_first(built, co
     assert rerank(0.0, found) == ["65", "64", "66"]
     named = [_ranked(corpus_slice, "64", 1.0, via="explicit"), *found]
     assert rerank(4.0, named)[:2] == ["64", "66"]
+
+
+def test_a_question_on_a_punishment_keeps_the_order_found_in_a_law_of_sanctions(
+    corpus_slice, discipline, embeddings, tmp_path: Path
+) -> None:
+    """A question that asks about a punishment and finds a law of sanctions first keeps the fused order there
+    (TITLE_SANCTION_FACTOR=0): the offences' headings would otherwise be weighed against every other heading on
+    liability. One that finds the Labour Code first is still reordered by what each article is about."""
+    found_keys = [(UK, "188"), (CONSUMER, "43"), (UK, "148")]
+    headed = [c for c in corpus_slice.chunks if (c.doc_id, c.article) in found_keys]
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None)
+    build_titles(settings, [*headed, *discipline], embeddings)
+    titles = load_titles(settings, [*headed, *discipline], embeddings)
+    assert titles is not None
+
+    def rerank(question: str, documents: list[Document], factor: float) -> list[str]:
+        step = TitleRerank(
+            titles=titles,
+            query_vector=lambda q: embeddings.embed_query(q.info.text),
+            weight=4.0,
+            sanction_factor=factor,
+            sanction_laws=lambda: frozenset({UK}),
+        )
+        out = step.compress_documents(documents, Query(question, analyze_query(question)))
+        return [d.metadata["article"] for d in out]
+
+    # the pipeline's own order for this question on the full corpus, before the title rerank
+    question = "Какая ответственность за кражу телефона в Казахстане?"
+    assert analyze_query(question).asks_sanction
+    found = [_ranked(corpus_slice, a, s, doc_id=d) for (d, a), s in zip(found_keys, (0.30, 0.29, 0.28), strict=True)]
+    # «Ответственность за нарушение законодательства … о защите прав потребителей» is nearer than «Кража» ...
+    assert rerank(question, found, 1.0)[0] == "43"
+    assert rerank(question, found, 0.0) == ["188", "43", "148"]  # ... so the order found in the Criminal Code stands
+
+    labour = "Какое наказание грозит, если сроки дисциплинарного взыскания нарушены?"
+    assert analyze_query(labour).asks_sanction
+    found = [_ranked(corpus_slice, "65", 0.30), _ranked(corpus_slice, "64", 0.29), _ranked(corpus_slice, "66", 0.28)]
+    reordered = rerank(labour, found, 1.0)
+    assert reordered != ["65", "64", "66"]
+    assert rerank(labour, found, 0.0) == reordered  # the Labour Code is no law of sanctions: reordered as ever
