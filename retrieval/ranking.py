@@ -117,13 +117,13 @@ class TitleRerank(BaseDocumentCompressor):
             for i, d in enumerate(documents[: self.top])
             if found_by_search(d) and via(d) == "found" and d.metadata.get("status") != "repealed"
         ]
-        vector = self.query_vector(query) if isinstance(query, Query) and len(places) > 1 else None
-        if vector is None:
+        if not isinstance(query, Query) or len(places) < 2:
             return documents
-        asks_sanction = isinstance(query, Query) and query.info.asks_sanction
-        finds_sanction = asks_sanction and documents[places[0]].metadata.get("doc_id") in self.sanction_laws()
+        first_law = documents[places[0]].metadata.get("doc_id")
+        finds_sanction = query.info.asks_sanction and first_law in self.sanction_laws()
         weight = self.weight * (self.sanction_factor if finds_sanction else 1.0)
-        if not weight:
+        vector = self.query_vector(query) if weight else None
+        if vector is None:
             return documents
         sims = self.titles.similarity(vector, [key_of(documents[i]) for i in places])
         known = [s for s in sims if s is not None]
