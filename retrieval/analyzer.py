@@ -106,6 +106,15 @@ def _tokenize_normalized(norm: str) -> list[str]:
     return tokens
 
 
+_CLAUSE_RE = re.compile(r"[,;:.!?()«»\"\n]+|\s[—–-]\s")
+
+
+def clauses(text: str) -> list[str]:
+    """The text cut at its punctuation: a phrase of a glossary or lexicon is matched within one clause, never
+    across a comma («телефонды жұлып алып, қашып кетті» is no «алып қашу», a bride's kidnapping)."""
+    return [part for part in _CLAUSE_RE.split(text) if part.strip()]
+
+
 def analyze(text: str, lang: Lang | None = None) -> list[str]:
     """BM25 terms of a text: tokens, stopwords removed, stemmed.
 

@@ -20,7 +20,8 @@ from functools import cache
 from pydantic import BaseModel, ConfigDict
 
 from index.lexicon import Lexicon
-from retrieval.analyzer import analyze, has_kazakh_letters, tokenize
+from corpus.records import Lang
+from retrieval.analyzer import analyze, clauses, has_kazakh_letters, tokenize
 from retrieval.records import Query
 from retrieval.synonyms import load_packaged
 
@@ -92,7 +93,7 @@ class GlossaryTerms:
 
     def phrases(self, text: str) -> list[str]:
         """The law's Russian terms (as written) of the entries a Kazakh text matches, each once."""
-        matched = self.matched(analyze(text, "kk"), tokenize(text))
+        matched = [ru for part in clauses(text) for ru in self.matched(analyze(part, "kk"), tokenize(part))]
         return list(dict.fromkeys(term for ru in matched for term in self.phrases_of[ru]))
 
     def matched(self, stems: Sequence[str], words: Sequence[str]) -> list[tuple[str, ...]]:
@@ -174,7 +175,9 @@ def with_glossary_terms(lexicon: Lexicon | None, limit: int, query: Query) -> st
 
 def translated_terms(lexicon: Lexicon, text: str, lang: str) -> list[str]:
     """The other language's stems of the words of `text` (written in `lang`), each once, in the order met."""
-    return lexicon.translate(analyze(text), "kk" if lang == "kk" else "ru", tokenize(text))
+    source: Lang = "kk" if lang == "kk" else "ru"
+    terms = (lexicon.translate(analyze(part, source), source, tokenize(part)) for part in clauses(text))
+    return list(dict.fromkeys(term for part in terms for term in part))
 
 
 def translated_query(lexicon: Lexicon, query: Query) -> str:
