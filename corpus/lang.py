@@ -49,6 +49,10 @@ _KK_SLOT = {suffix: slot for slot, words in enumerate(_KK_SLOTS) for suffix in w
 _KK_SUFFIXES = tuple(sorted(_KK_SLOT, key=len, reverse=True))
 _KK_CONDITIONAL = frozenset("са се сам сем саң сең саңыз сеңіз".split())  # after any stem
 _KK_MIN_STEM = 3
+# Verbs whose root has two letters keep it under a verb's ending (алу, алып, алды, алған → ал; ұрды → ұр; өтті → өт;
+# талап етсе → ет): below three letters nothing else is cut. A closed class of the language, not learned from data.
+_KK_VERB_ROOTS = frozenset("ал ат ас ет жу же ки қу өл өт ту ұр іш".split())
+_KK_PAST = frozenset("ды ді ты ті".split())  # the bare past, which the accusative spells alike
 _KK_VOWELS = frozenset("аәеиоөұүыіуэюя")
 # Endings that begin with т, қ, к, п follow these (б, в, г, д end loanwords and are said voiceless there).
 _KK_VOICELESS = frozenset("птқксшфхцчщбвгд")
@@ -131,6 +135,14 @@ def _fits(rest: str, suffix: str) -> bool:
     return True
 
 
+def _stem_left(rest: str, slot: int, suffix: str) -> bool:
+    """Whether what an ending leaves is a stem: three letters or more with a vowel, or a two-letter verb root
+    under a verb's ending."""
+    if len(rest) >= _KK_MIN_STEM:
+        return not _KK_VOWELS.isdisjoint(rest)
+    return rest in _KK_VERB_ROOTS and (slot == 0 or suffix in _KK_PAST)
+
+
 @lru_cache(maxsize=500_000)
 def stem_kk(word: str) -> str:
     """Strip Kazakh inflectional endings iteratively, keeping a stem of three letters or more with a vowel."""
@@ -143,7 +155,7 @@ def stem_kk(word: str) -> str:
             in_order = slot < last or (slot == 2 and last == 1 and suffix in ("ы", "і"))
             if in_order and stem.endswith(suffix):
                 rest = stem[: -len(suffix)]
-                if len(rest) >= _KK_MIN_STEM and not _KK_VOWELS.isdisjoint(rest) and _fits(rest, suffix):
+                if _stem_left(rest, slot, suffix) and _fits(rest, suffix):
                     stem, last = rest, slot
                     break
         else:

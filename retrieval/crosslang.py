@@ -19,8 +19,8 @@ from functools import cache
 
 from pydantic import BaseModel, ConfigDict
 
-from index.lexicon import Lexicon
 from corpus.records import Lang
+from index.lexicon import Lexicon
 from retrieval.analyzer import analyze, clauses, has_kazakh_letters, tokenize
 from retrieval.records import Query
 from retrieval.synonyms import load_packaged

@@ -106,6 +106,9 @@ def test_kazakh_locative_after_a_participle() -> None:
         (["кеткім", "кетсе"], "кет"),  # «кеткім келеді»: I want to leave
         (["істеймін", "істейміз"], "істе"),  # present, first person
         (["қорқытса", "қорқытып"], "қорқыт"),
+        (["алдым", "алып", "алған", "алады"], "ал"),  # a two-letter root: сатып алдым meets сатып алу
+        (["ұрды", "ұрып", "ұрған"], "ұр"),  # «ұрып-соқты»: the law's ұру
+        (["өтті", "өткен", "өтсе"], "өт"),  # «мерзімі өтті»: a time limit passed
     ],
 )
 def test_kazakh_verbs_inflected_for_person_and_mood(forms: list[str], stem: str) -> None:
@@ -126,6 +129,10 @@ def test_kazakh_stemmer_keeps_short_stems() -> None:
     assert stem_kk("жазасы") == "жаза"
     assert stem_kk("ұрлығы") == "ұрлық"  # root-final ғ back to қ
     assert stem_kk("ұрлық") == "ұрлық"
+    # a two-letter verb root is kept only under a verb's ending: the nouns around it are not cut to it
+    assert stem_kk("аты") == "аты"  # its name
+    assert stem_kk("ішінде") == "іші"  # within
+    assert stem_kk("алдында") == "алд"  # before
 
 
 def test_stemmer_follows_the_script_of_each_word() -> None:
