@@ -17,7 +17,13 @@ from corpus.records import Chunk
 from index.lexicon import FOLDER, LEXICON_FILE, Lexicon, build_lexicon, learn_lexicon, read_lexicon
 from index.lexicon import fingerprint as lexicon_fingerprint
 from retrieval.analyzer import analyze, tokenize
-from retrieval.crosslang import GlossaryTerms, load_packaged_glossary, with_glossary, with_glossary_terms
+from retrieval.crosslang import (
+    GlossaryTerms,
+    load_packaged_glossary,
+    translated_terms,
+    with_glossary,
+    with_glossary_terms,
+)
 
 CIVIL_SERVICE = "Z1500000416"  # the Civil Service law: Russian and Kazakh
 MILITARY_SERVICE = "Z1200000561"  # the Military Service law: Russian and Kazakh
@@ -206,6 +212,20 @@ def test_the_most_specific_glossary_form_at_a_place_wins() -> None:
     assert stem_ru("заработная") in _glossary_terms("Жалақымды уақытында бермейді")
     assert stem_ru("клевета") not in _glossary_terms("Жалақы неше күнде төленеді?")
     assert stem_ru("клевета") in _glossary_terms("Көршім маған жала жапты")
+
+
+def test_a_glossary_phrase_is_read_within_its_clause() -> None:
+    """«жұлып алып, қашып кетті» (snatched it and ran off) has the words of «алып қашу» (a bride's kidnapping)
+    on either side of a comma: the phrase is not read across it, in the cross-language search's terms or in
+    the e5 query's; said in one clause, it is."""
+    glossary_only = with_glossary(Lexicon(kk_ru={}, ru_kk={}))
+    kidnapping = stem_ru("похищение")
+    snatched = "Ол телефонды қолымнан жұлып алып, қашып кетті."
+    assert kidnapping not in translated_terms(glossary_only, snatched, "kk")
+    assert "похищение человека" not in GlossaryTerms.packaged().phrases(snatched)
+    taken = "Көршінің қызын алып қашып кетті."
+    assert kidnapping in translated_terms(glossary_only, taken, "kk")
+    assert "похищение человека" in GlossaryTerms.packaged().phrases(taken)
 
 
 def test_a_kazakh_questions_e5_query_carries_the_glossarys_russian_terms() -> None:
