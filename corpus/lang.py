@@ -145,7 +145,8 @@ def _stem_left(rest: str, slot: int, suffix: str) -> bool:
 
 @lru_cache(maxsize=500_000)
 def stem_kk(word: str) -> str:
-    """Strip Kazakh inflectional endings iteratively, keeping a stem of three letters or more with a vowel."""
+    """Strip Kazakh inflectional endings iteratively, keeping a stem of three letters or more with a vowel (or a
+    two-letter verb root under a verb's ending: `_stem_left`)."""
     stem = word
     last = len(_KK_SLOTS)
     for _ in range(6):

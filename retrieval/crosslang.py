@@ -92,7 +92,8 @@ class GlossaryTerms:
         return list(dict.fromkeys(stem for ru in self.matched(stems, words) for stem in ru))
 
     def phrases(self, text: str) -> list[str]:
-        """The law's Russian terms (as written) of the entries a Kazakh text matches, each once."""
+        """The law's Russian terms (as written) of the entries a Kazakh text matches, each once; a phrase is read
+        within its clause (`clauses`)."""
         matched = [ru for part in clauses(text) for ru in self.matched(analyze(part, "kk"), tokenize(part))]
         return list(dict.fromkeys(term for ru in matched for term in self.phrases_of[ru]))
 
@@ -174,7 +175,8 @@ def with_glossary_terms(lexicon: Lexicon | None, limit: int, query: Query) -> st
 
 
 def translated_terms(lexicon: Lexicon, text: str, lang: str) -> list[str]:
-    """The other language's stems of the words of `text` (written in `lang`), each once, in the order met."""
+    """The other language's stems of the words of `text` (written in `lang`), each once, in the order met; a
+    phrase is read within its clause (`clauses`)."""
     source: Lang = "kk" if lang == "kk" else "ru"
     terms = (lexicon.translate(analyze(part, source), source, tokenize(part)) for part in clauses(text))
     return list(dict.fromkeys(term for part in terms for term in part))
