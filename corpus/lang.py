@@ -163,6 +163,10 @@ def stem_kk(word: str) -> str:
             break
     if stem != word and stem[-1] in _KK_DEVOICE:
         stem = stem[:-1] + _KK_DEVOICE[stem[-1]]
+        # a noun in -ып/-іп, voiced before a vowel (тәртібі), is cut as its bare form is (тәртіп → тәрт)
+        rest, suffix = stem[:-2], stem[-2:]
+        if suffix in ("ып", "іп") and _stem_left(rest, 0, suffix) and _fits(rest, suffix):
+            stem = rest
     return stem
 
 

@@ -65,6 +65,9 @@ def test_russian_stems_are_snowball() -> None:
         (["құқық", "құқығы", "құқықтары", "құқықтарын"], "құқық"),
         (["дерек", "деректер", "деректерді", "деректердің"], "дерек"),
         (["субъект", "субъектінің", "субъектіге", "субъектілер"], "субъект"),
+        # a noun in -іп/-ып voiced before a vowel: one stem, whichever the form (not тәрт and тәртіп)
+        (["тәртіп", "тәртібі", "тәртібін", "тәртіпке", "тәртіппен"], "тәрт"),
+        (["тақырып", "тақырыбы"], "тақыр"),
     ],
 )
 def test_kazakh_suffixes_on_real_words(forms: list[str], stem: str, kaz_words: set[str]) -> None:
