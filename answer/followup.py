@@ -8,8 +8,9 @@ and returning an `Understood`:
   the situation but asking the new aspect, a change of subject returned as written), through the same Groq →
   Ollama fallbacks as the answers; when no model answers (or its reply is unusable), the rule below;
 - with none (the offline default), a deterministic rule (`FollowupRule`):
-  1. a change of subject said in words («другой вопрос», «кстати», «тағы бір сұрақ», …) → the message alone
-     (without the marker);
+  1. a change of subject said in words («другой вопрос», «тағы бір сұрақ», …; also after a short reply to the
+     last answer: «Ладно, другой вопрос: …») → the message alone (without the marker); an aside («кстати»,
+     «айтпақшы»: a new question as often as a new fact) is dropped, and the rest read as below;
   2. a message naming its own article of a code («ст. 188 УК») → alone;
   3. otherwise the message is read against the search it would get glued after the previous turn's search
      question, by what retrieval itself says (`Reading`), not by word lists:
@@ -64,8 +65,8 @@ from retrieval.query import analyze_query
 
 logger = logging.getLogger(__name__)
 
-# The one word list: a change of subject said in so many words (whether a message stands on its own is otherwise
-# decided by retrieval).
+# The word lists: a change of subject said in so many words (whether a message stands on its own is otherwise
+# decided by retrieval) ...
 TOPIC_CHANGE = (
     "другой вопрос",
     "другая тема",
@@ -77,26 +78,51 @@ TOPIC_CHANGE = (
     "отдельный вопрос",
     "не по теме",
     "вопрос по другой теме",
-    "кстати",
     "теперь о другом",
     "сменим тему",
     "тағы бір сұрақ",
     "басқа сұрақ",
     "басқа тақырып",
     "жаңа сұрақ",
+)
+# ... and an aside («by the way»), which opens a new question as often as a new fact of the same situation
+# («Айтпақшы, 4 жасар қызымыз бар» after a divorce question): dropped from the message, which is then read by
+# retrieval like any other.
+ASIDE = (
+    "кстати",
     "айтпақшы",
     "тағы бір нәрсе",
 )
 
 
+# What may come before a marker: a reply to the last answer set off by its punctuation — up to two words each
+# closed by a comma or a stop («Ладно, другой вопрос», «Хорошо, спасибо. Кстати»), or a sentence of up to four
+# words («Спасибо за ответ. Другой вопрос: …»).
+_LEAD = r"(?:(?:[\w-]+[,.!]\s*){1,2}|(?:[\w-]+\s+){1,3}[\w-]+[.!]\s*)?"
+
+
 def _marker_re(markers: Sequence[str]) -> re.Pattern[str]:
     # Longest first, so that «еще один вопрос» wins over «еще вопрос»; a marker is a whole word or words at the
-    # very start.
+    # start, or after a short reply to the last answer (`_LEAD`).
     alts = "|".join(re.escape(m) for m in sorted(markers, key=len, reverse=True))
-    return re.compile(rf"^\s*(?:{alts})(?![\w-])[\s,:;.!?—–-]*", re.IGNORECASE)
+    return re.compile(rf"^\s*{_LEAD}(?:{alts})(?![\w-])[\s,:;.!?—–-]*", re.IGNORECASE)
 
 
 _TOPIC_CHANGE_RE = _marker_re(TOPIC_CHANGE)
+_ASIDE_RE = _marker_re(ASIDE)
+
+
+def _without(match: re.Match[str] | None, question: str) -> str:
+    """The message after a marker (as written when nothing is left)."""
+    if match is None:
+        return question
+    rest = question[match.end() :].strip()
+    return rest if any(ch.isalnum() for ch in rest) else question
+
+
+def without_aside(question: str) -> str:
+    """The message without an aside at its start («Кстати, …», «Айтпақшы, …»): what the rule reads."""
+    return _without(_ASIDE_RE.match(normalize(question)), question)
 
 
 @dataclass(frozen=True)
@@ -169,8 +195,8 @@ class FollowupRule:
         if not history:
             return Understood(question, False, "no history")
         if m := _TOPIC_CHANGE_RE.match(normalize(question)):
-            rest = question[m.end() :].strip()
-            return Understood(rest if any(ch.isalnum() for ch in rest) else question, False, "topic change")
+            return Understood(_without(m, question), False, "topic change")
+        question = without_aside(question)
         if any(ref.doc_id for ref in analyze_query(question).refs):
             return Understood(question, False, "own article")
         return self.decide(question, self.read(question, history))

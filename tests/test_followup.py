@@ -78,11 +78,24 @@ def test_a_third_turn_keeps_the_whole_thread(chain):
 
 def test_a_change_of_subject_said_in_words_drops_the_context(chain):
     history = asked(chain, "Что будет за кражу?")
-    for marker in ("Другой вопрос:", "Кстати,", "Тағы бір сұрақ:"):
+    for marker in ("Другой вопрос:", "Ладно, другой вопрос:", "Спасибо за ответ. Новый вопрос —", "Тағы бір сұрақ:"):
         understood = chain.understand(f"{marker} сколько может длиться испытательный срок?", history)
         assert understood.search_question == "сколько может длиться испытательный срок?"
         assert not understood.used_history and understood.how == "topic change"
     assert (TK, "36") in top(chain, "сколько может длиться испытательный срок?")
+    # a marker inside the message's own sentence is not a change of subject
+    understood = chain.understand("Вор сказал, что другой вопрос его не волнует, а если сумма крупная?", history)
+    assert understood.how != "topic change"
+
+
+def test_an_aside_is_read_by_retrieval_like_any_follow_up(chain):
+    # «by the way» opens a new question as often as a new fact: the rest is read by the signals, not searched alone
+    question = "сколько может длиться испытательный срок при приеме на работу?"
+    understood = chain.understand(f"Кстати, {question}", asked(chain, "Что будет за кражу?"))
+    assert understood.how == "new subject" and understood.followup.own == question
+    understood = chain.understand("Кстати, а если сумма крупная?", asked(chain, FRAUD))
+    assert understood.how in ("continues", "refines") and understood.followup.own == "а если сумма крупная?"
+    assert (CRIMINAL_CODE_ID, "190") in ranked(chain, understood, 5)
 
 
 def test_a_question_with_strong_matches_elsewhere_leads_its_own_search(chain):
