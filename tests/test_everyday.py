@@ -96,3 +96,31 @@ def test_a_russian_question_in_a_citizens_words_finds_its_article_with_the_gloss
     assert key not in [(d, a) for d, a, _ in off.rank_articles(question, not_within)]
     kazakh = "Мені қысқартты, қандай төлемдер төленеді?"
     assert on.rank_articles(kazakh, 10) == off.rank_articles(kazakh, 10)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Купила годовой абонемент в фитнес-клуб, через месяц передумала. Можно вернуть деньги за абонемент?",
+        "Хочу вернуть деньги за обучение, школа отказывает",
+    ],
+    ids=["абонемент", "обучение"],
+)
+def test_a_refund_for_a_paid_service_finds_the_refusal_of_the_contract(
+    shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, question: str
+) -> None:
+    """«Вернуть деньги за абонемент / обучение» in the law's words is the unilateral refusal of a paid-services
+    contract (ГК 686, the Civil Code's special part): with the everyday search among the first 10 of that code,
+    without it not among the first 100."""
+    from corpus.store import load_chunks
+    from ingest_adilet.pipeline import ingest
+    from retrieval.pipeline import Retrieval, Stages
+
+    civil_special = "K990000409_"
+    settings = Settings(data_dir=tmp_path_factory.mktemp("civil") / "data", _env_file=None, learned_ranker=False)
+    assert ingest(settings, source_dir=shared_dir / "corpus", doc_ids=[civil_special], progress=False).ok
+    on = Retrieval.load(settings, chunks=load_chunks(settings.corpus_dir), stages=Stages(dense=False, rerank=False))
+    off = on.variant(glossary_ru_weight=0.0)
+    key = (civil_special, "686")
+    assert key in [(d, a) for d, a, _ in on.rank_articles(question, 10)]
+    assert key not in [(d, a) for d, a, _ in off.rank_articles(question, 100)]
