@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.legal import Mention
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Lang
-from retrieval.analyzer import analyze, has_kazakh_letters
+from retrieval.analyzer import analyze, has_kazakh_letters, tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,23 @@ class _Phrase:
     entry: int
     lang: Lang
     kazakh_only: bool  # has a Kazakh letter, so it can be matched in any question
+    starts: str | None = None  # a short Russian noun's: what the question's word must begin with (`_word_start`)
+
+
+SHORT_STEM = 4  # a one-word Russian noun cut to a stem this short also meets other words' stems (`_word_start`)
+_VERB_END = re.compile(r"(?:л|ла|ли|ло|ть|ти|ться|лся|лась|лись)$")
+
+
+def _word_start(phrase: str, stems: Sequence[str], lang: Lang) -> str | None:
+    """For a one-word Russian noun whose stem has at most SHORT_STEM letters, the word less its last letter: the
+    stemmer cuts «разбой» (robbery) and «разбил» (broke) alike to «разб», so «разбил витрину» was read as a
+    robbery; the noun's own forms (разбоя, разбоем) keep its first letters. A verb phrase («украл», «избили»)
+    keeps the stem's match: its forms differ past its last letter (уволили, уволен). None: match by the stem."""
+    words = tokenize(phrase)
+    if lang != "ru" or len(words) != 1 or len(stems) != 1 or len(stems[0]) > SHORT_STEM:
+        return None
+    word = words[0]
+    return None if _VERB_END.search(word) or len(word) <= len(stems[0]) else word[:-1]
 
 
 @cache
@@ -82,7 +100,8 @@ def _phrases() -> tuple[_Phrase, ...]:
             for phrase in phrases:
                 stems = tuple(analyze(phrase, lang))
                 if stems:
-                    out.append(_Phrase(stems, i, lang, has_kazakh_letters(phrase)))
+                    starts = _word_start(phrase, stems, lang)
+                    out.append(_Phrase(stems, i, lang, has_kazakh_letters(phrase), starts))
     return tuple(out)
 
 
@@ -142,6 +161,7 @@ def _stem_sets() -> dict[str, frozenset[str]]:
 def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], int]]:
     """(entry, matched token positions, first position) for every phrase found, in any word order."""
     streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
+    words = tokenize(question)  # one per stem of either stream
     where = {name: _stem_positions(stream) for name, stream in streams.items()}
     starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
     phrases, by_key = _phrases(), _phrases_by_key()
@@ -154,6 +174,8 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
         loose = phrase.lang == "kk"
         index = starts[phrase.lang] if loose else where[phrase.lang]
         span = _phrase_span(stream, phrase.stems, loose=loose, where=index)
+        if span is not None and phrase.starts is not None:
+            span = next((frozenset((i,)) for i in index[phrase.stems[0]] if words[i].startswith(phrase.starts)), None)
         if span is not None:
             hits.append((phrase.entry, span, min(span)))
     # A phrase inside a longer phrase of another entry ("украли" in "украли невесту") gives way to it.

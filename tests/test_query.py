@@ -239,6 +239,20 @@ def test_wages_paid_late_are_not_being_late_for_work() -> None:
     assert ArticleRef(TK, "113") in refs and ArticleRef(TK, "64") not in refs
 
 
+@pytest.mark.parametrize(
+    ("question", "robbery"),
+    [
+        # «разбил» (broke) and «разбой» (robbery) share the stemmer's «разб»: a broken window is no robbery
+        ("В кафе пьяный посетитель разбил витрину и ударил официанта", False),
+        ("Сын нечаянно разбил телефон одноклассника", False),
+        ("Что грозит за разбой?", True),
+        ("Разбой с ножом: какой срок?", True),
+    ],
+)
+def test_a_short_noun_meets_its_own_forms_not_a_verb_of_its_stem(question: str, robbery: bool) -> None:
+    assert (ArticleRef(UK, "192") in analyze_query(question).synonym_refs) is robbery
+
+
 def test_no_synonyms_for_an_unrelated_question() -> None:
     assert analyze_query("Какая сегодня погода в Алматы?").synonym_refs == ()
     # a Kazakh-only word typed in a Russian question does not fire ("пара" is a bribe in Kazakh)
