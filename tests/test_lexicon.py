@@ -214,6 +214,14 @@ def test_the_most_specific_glossary_form_at_a_place_wins() -> None:
     assert stem_ru("клевета") in _glossary_terms("Көршім маған жала жапты")
 
 
+def test_registering_alone_is_no_residence_registration() -> None:
+    """«тіркелу» (to register) is said of a business, a marriage, a car and a residence alike: alone it means none
+    of them; «тіркелмей кәсіп жүргізу» (trading without registering) is the Criminal Code's unlawful business."""
+    terms = GlossaryTerms.packaged().phrases("Тіркелмей кәсіп жүргізіп, салық төлемеген жағдайда не болады?")
+    assert "незаконное предпринимательство" in terms and "регистрация по месту жительства" not in terms
+    assert "регистрация по месту жительства" in GlossaryTerms.packaged().phrases("Уақытша тіркеу қалай жасалады?")
+
+
 def test_a_glossary_phrase_is_read_within_its_clause() -> None:
     """«жұлып алып, қашып кетті» (snatched it and ran off) has the words of «алып қашу» (a bride's kidnapping)
     on either side of a comma: the phrase is not read across it, in the cross-language search's terms or in
