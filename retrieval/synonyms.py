@@ -122,30 +122,36 @@ def _phrases_by_key() -> dict[tuple[Lang, str], tuple[int, ...]]:
 
 
 # --- crime vocabulary beyond the synonym entries flagged criminal ------------------------------
+# Each vocabulary is a list of words and phrases, comma-separated: a phrase counts only with its words in a row
+# (`question_stems`), so «лишение свободы» (prison) is not any «лишение» (of parental rights, of a bonus) and «бас
+# бостандығынан айыру» not any «бас» («бас тартты», refused).
 
 _CRIME_RU = """
-преступление преступлением преступник уголовный уголовная уголовное уголовную уголовной уголовного уголовка
-лишение свободы лишения свободы посадят посадить сяду сесть в тюрьму тюрьма тюрьмы колония судимость
-подозреваемый обвиняемый потерпевший приговор
+преступление, преступлением, преступник, уголовный, уголовная, уголовное, уголовную, уголовной, уголовного,
+уголовка, лишение свободы, лишения свободы, посадят, посадить, сяду, сесть в тюрьму, тюрьма, тюрьмы, колония,
+судимость, подозреваемый, обвиняемый, потерпевший, приговор
 """
 _CRIME_KK = """
-қылмыс қылмыстық қылмыскер түрме түрмеге бас бостандығынан айыру сотталған сотталу күдікті айыпталушы
-жәбірленуші үкім
+қылмыс, қылмыстық, қылмыскер, түрме, түрмеге, бас бостандығынан айыру, сотталған, сотталу, күдікті, айыпталушы,
+жәбірленуші, үкім
 """
 # Words that ask about a sanction: criminal unless the question is administrative or clearly of another field.
-_WEAK_RU = "наказание наказать накажут грозит"
-_WEAK_KK = "жаза жазасы жазаланады"
-_ADMIN_RU = "административный административная административное административного административную штраф коап"
-_ADMIN_KK = "әкімшілік айыппұл"
+_WEAK_RU = "наказание, наказать, накажут, грозит"
+_WEAK_KK = "жаза, жазасы, жазаланады"
+_ADMIN_RU = "административный, административная, административное, административного, административную, штраф, коап"
+_ADMIN_KK = "әкімшілік, айыппұл"
 # Words that ask who answers for an act, with no word of punishment.
-_LIABILITY_RU = "ответственность ответственности ответственностью привлечь привлекут привлечен оштрафовать оштрафуют"
-_LIABILITY_KK = "жауапкершілік жауапкершілігі жауапкершілікке тарту"
+_LIABILITY_RU = """
+ответственность, ответственности, ответственностью, привлечь, привлекут, привлечен, оштрафовать, оштрафуют
+"""
+_LIABILITY_KK = "жауапкершілік, жауапкершілігі, жауапкершілікке тарту"
+PHRASE_WORDS = 3  # the longest phrase of the vocabularies, in stems
 
 
 @cache
 def _stem_sets() -> dict[str, frozenset[str]]:
-    def stems(words: str, lang: Lang) -> frozenset[str]:
-        return frozenset(analyze(words, lang))
+    def stems(phrases: str, lang: Lang) -> frozenset[str]:
+        return frozenset(" ".join(analyze(phrase, lang)) for phrase in phrases.split(",") if phrase.strip())
 
     return {
         "crime": stems(_CRIME_RU, "ru") | stems(_CRIME_KK, "kk"),
@@ -237,9 +243,13 @@ def _phrase_span(
 
 
 def question_stems(question: str) -> frozenset[str]:
-    """The question's stems read as Russian and as Kazakh (a question may mix them): what the vocabularies below
-    are matched against."""
-    return frozenset(analyze(question, "ru")) | frozenset(analyze(question, "kk"))
+    """The question's stems read as Russian and as Kazakh (a question may mix them), and each run of up to
+    PHRASE_WORDS of them joined by a space: what the vocabularies below are matched against."""
+    out: set[str] = set()
+    for stream in (analyze(question, "ru"), analyze(question, "kk")):
+        for n in range(1, PHRASE_WORDS + 1):
+            out.update(" ".join(stream[i : i + n]) for i in range(len(stream) - n + 1))
+    return frozenset(out)
 
 
 def sanction_vocabulary(stems: frozenset[str]) -> bool:
