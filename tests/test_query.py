@@ -171,6 +171,18 @@ NOT_CRIMINAL = [
 ]
 
 
+@pytest.mark.parametrize(
+    ("question", "asks"),
+    [
+        ("Күйеуім мені ұрады. Оны жауапқа тартуға бола ма?", True),  # «жауапқа тарту»: to hold liable
+        ("Жұмыс беруші жалақы төлеуден бас тартты", False),  # «бас тарту», to refuse: no «тарту» of liability
+        ("Жұмыс беруші мені келісімімсіз үстеме жұмысқа тарта ала ма?", False),  # «жұмысқа тарту», to call to work
+    ],
+)
+def test_a_liability_phrase_asks_about_a_sanction_its_words_apart_do_not(question: str, asks: bool) -> None:
+    assert analyze_query(question).asks_sanction is asks
+
+
 @pytest.mark.parametrize("question", CRIMINAL)
 def test_criminal_questions(question: str) -> None:
     assert analyze_query(question).is_criminal
