@@ -242,6 +242,9 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         # a crime told as it happened, not named (retrieval/data/synonyms.json's narrative phrasings)
         ("Во время ссоры его пырнул ножом сосед", (UK, "106")),
         ("Гаишник попросил денег, чтобы не оформлять протокол", (UK, "366")),
+        # everyday civil and family situations told as they happened
+        ("Хочу развестись, но муж не согласен на развод. Что делать?", (KOBS, "20")),
+        ("Купила телевизор, а чек потеряла — примут ли его обратно?", ("Z100000274_", "18")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
