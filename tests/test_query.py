@@ -245,6 +245,9 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         # everyday civil and family situations told as they happened
         ("Хочу развестись, но муж не согласен на развод. Что делать?", (KOBS, "20")),
         ("Купила телевизор, а чек потеряла — примут ли его обратно?", ("Z100000274_", "18")),
+        # an employee's situation told as it happened
+        ("Нас заставляют работать в выходные без доплаты", (TK, "85")),
+        ("Жүкті кезімде мені жұмыстан шығарды", (TK, "54")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
