@@ -145,10 +145,12 @@ def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
     slice_settings: Settings, chunks, question: str, article: str
 ) -> None:
     """The Labour Code exists here only in Russian: the Kazakh words meet only the two laws' Kazakh texts, and
-    the cross-language search brings the code's article up (BM25 alone, no vectors)."""
+    the cross-language search brings the code's article up (BM25 alone, no vectors; query augmentation off, since
+    the synonym map's Kazakh phrasings name these articles too and this is the cross-language search's test)."""
     from retrieval.pipeline import Retrieval, Stages
 
-    retrieval = Retrieval.load(slice_settings, chunks=chunks, stages=Stages(dense=False, rerank=False))
+    stages = Stages(dense=False, rerank=False, augment=False)
+    retrieval = Retrieval.load(slice_settings, chunks=chunks, stages=stages)
     assert retrieval.lexicon is not None and retrieval.settings.crosslang_weight > 0
     top = [(d, a) for d, a, _ in retrieval.rank_articles(question, 5)]
     assert (LABOUR_CODE, article) in top
