@@ -139,6 +139,7 @@ class Understood:
 class Reading:
     """What retrieval says about a follow-up (the signals of the module docstring's step 3)."""
 
+    message: str  # the message as read: without an aside at its start (`without_aside`)
     glued: str  # the search question of the turn it goes on from, followed by the message
     share: float | None  # best BM25 match of the message alone / of the glued text (None: no BM25)
     own_docs: tuple[str, ...]  # documents of the message's own top articles
@@ -196,14 +197,15 @@ class FollowupRule:
             return Understood(question, False, "no history")
         if m := _TOPIC_CHANGE_RE.match(normalize(question)):
             return Understood(_without(m, question), False, "topic change")
-        question = without_aside(question)
-        if any(ref.doc_id for ref in analyze_query(question).refs):
-            return Understood(question, False, "own article")
-        return self.decide(question, self.read(question, history))
+        message = without_aside(question)
+        if any(ref.doc_id for ref in analyze_query(message).refs):
+            return Understood(message, False, "own article")
+        return self.decide(self.read(question, history))
 
     def read(self, question: str, history: Sequence[Exchange]) -> Reading:
         """The signals of a follow-up after `history` (the module docstring's step 3), read against the earlier
-        turn it goes on from (`related`)."""
+        turn it goes on from (`related`); an aside at its start is dropped first."""
+        question = without_aside(question)
         own_docs = tuple(list(self.search(question))[: self.top])
         docs = [self.docs_of(ex) for ex in history]
         to = related(own_docs, docs)
@@ -217,16 +219,16 @@ class FollowupRule:
             share = max(share, self.new_subject)
         # the routes the last answer gave: what the user has just read
         given = frozenset((s.doc_id, s.article) for s in history[-1].sources if s.remedy)
-        return Reading(glued, share, own_docs, docs[to], given)
+        return Reading(question, glued, share, own_docs, docs[to], given)
 
     def docs_of(self, exchange: Exchange) -> frozenset[str]:
         """The documents an earlier answer cited (or, citing none, its search landed in)."""
         cited = {s.doc_id for s in exchange.sources if not s.remedy}
         return frozenset(cited or list(self.search(exchange.searched))[: self.top])
 
-    def decide(self, question: str, reading: Reading) -> Understood:
+    def decide(self, reading: Reading) -> Understood:
         """Continues, refines or changes the subject, by the reading's signals and this rule's settings."""
-        share = reading.share
+        question, share = reading.message, reading.share
         elsewhere = sum(doc not in reading.previous_docs for doc in reading.own_docs)
         if share is not None and share >= self.new_subject and 2 * elsewhere > len(reading.own_docs):
             if self.new_weight is None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from answer.followup import FollowupRule, Reading, Understood, without_aside
+from answer.followup import FollowupRule, Reading, Understood
 from answer.records import Exchange
 from cli import WITH_HISTORY, dialogue_chain, evaluate_dialogues, format_comparison
 from config import PROJECT_DIR, Settings
@@ -70,7 +70,7 @@ def last_turns(chain: QAChain, dialogues: Sequence[GoldDialogue]) -> list[LastTu
         history = history[-turns:] if turns else []
         understood = rule(d.turns[-1], history)
         if understood.how in ("continues", "refines", "new subject"):
-            out.append(LastTurn(d, tuple(history), None, rule.read(without_aside(d.turns[-1]), history)))
+            out.append(LastTurn(d, tuple(history), None, rule.read(d.turns[-1], history)))
         else:
             out.append(LastTurn(d, tuple(history), understood, None))
     return out
@@ -81,7 +81,7 @@ def understood_by(turn: LastTurn, rule: FollowupRule) -> Understood:
     if turn.fixed is not None:
         return turn.fixed
     assert turn.reading is not None
-    return rule.decide(without_aside(turn.dialogue.turns[-1]), turn.reading)
+    return rule.decide(turn.reading)
 
 
 def gold_rank(result: QuestionResult) -> int | None:

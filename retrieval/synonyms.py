@@ -145,7 +145,6 @@ _LIABILITY_RU = """
 ответственность, ответственности, ответственностью, привлечь, привлекут, привлечен, оштрафовать, оштрафуют
 """
 _LIABILITY_KK = "жауапкершілік, жауапкершілігі, жауапкершілікке тарту, жауапқа тарту, жауапқа тарта"
-PHRASE_WORDS = 3  # the longest phrase of the vocabularies, in stems
 
 
 @cache
@@ -243,11 +242,12 @@ def _phrase_span(
 
 
 def question_stems(question: str) -> frozenset[str]:
-    """The question's stems read as Russian and as Kazakh (a question may mix them), and each run of up to
-    PHRASE_WORDS of them joined by a space: what the vocabularies below are matched against."""
+    """The question's stems read as Russian and as Kazakh (a question may mix them), and each run of them as long
+    as a vocabulary phrase, joined by a space: what the vocabularies below are matched against."""
+    longest = max(len(phrase.split()) for vocabulary in _stem_sets().values() for phrase in vocabulary)
     out: set[str] = set()
     for stream in (analyze(question, "ru"), analyze(question, "kk")):
-        for n in range(1, PHRASE_WORDS + 1):
+        for n in range(1, longest + 1):
             out.update(" ".join(stream[i : i + n]) for i in range(len(stream) - n + 1))
     return frozenset(out)
 

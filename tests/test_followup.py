@@ -221,22 +221,20 @@ def test_the_thresholds_decide_between_continuing_refining_and_a_new_subject(cha
     reading = chain.followup.rule.read(question, history)
     assert reading.share is not None and reading.share > 0.5  # the message alone explains most of the glued match
     assert TK in reading.own_docs and CRIMINAL_CODE_ID in reading.previous_docs
-    assert chain.followup.rule.decide(question, reading).how == "new subject"
+    assert chain.followup.rule.decide(reading).how == "new subject"
     rule = chain.followup.rule
-    assert dataclasses.replace(rule, new_subject=1.01).decide(question, reading).how == "refines"
-    assert dataclasses.replace(rule, new_subject=1.01, lean=1.01).decide(question, reading).how == "continues"
-    alone = dataclasses.replace(rule, new_weight=None).decide(question, reading)
+    assert dataclasses.replace(rule, new_subject=1.01).decide(reading).how == "refines"
+    assert dataclasses.replace(rule, new_subject=1.01, lean=1.01).decide(reading).how == "continues"
+    alone = dataclasses.replace(rule, new_weight=None).decide(reading)
     assert (alone.search_question, alone.used_history, alone.how) == (question, False, "new subject")
     # a message that says little on its own continues the conversation: its own words weigh in proportion
     elliptical = rule.read(LARGE, asked(chain, FRAUD))
     assert elliptical.share is not None and elliptical.share < rule.lean
-    continued = rule.decide(LARGE, elliptical)
+    continued = rule.decide(elliptical)
     assert continued.how == "continues" and continued.followup.own_weight == elliptical.share / rule.lean
     # the more of the glued match the message explains, the more its own words weigh, up to the glued search's
     never_new = dataclasses.replace(rule, new_subject=1.01)
-    weights = [
-        never_new.decide(LARGE, dataclasses.replace(elliptical, share=s)).followup.own_weight for s in (0, 0.2, 0.9)
-    ]
+    weights = [never_new.decide(dataclasses.replace(elliptical, share=s)).followup.own_weight for s in (0, 0.2, 0.9)]
     assert weights == [0.0, 0.2 / rule.lean, 1.0]
 
 
