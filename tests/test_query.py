@@ -248,6 +248,11 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         # an employee's situation told as it happened
         ("Нас заставляют работать в выходные без доплаты", (TK, "85")),
         ("Жүкті кезімде мені жұмыстан шығарды", (TK, "54")),
+        # money, debt and enforcement told as they happened: collectors, credit history, a bankrupt employer, bailiffs
+        ("Коллектор звонит мне ночью и угрожает", ("Z1700000062", "5")),
+        ("Несие тарихым бүлінген, қалай түзетуге болады?", ("Z040000573_", "31")),
+        ("Работодатель обанкротился и не выплатил зарплату", ("Z1400000176", "100")),
+        ("Сот орындаушысы жалғыз пәтерімді қарызға алады ма?", ("Z100000261_", "61")),
     ],
 )
 def test_synonyms_suggest_articles(question: str, expected: tuple[str, str]) -> None:
