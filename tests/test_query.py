@@ -253,7 +253,7 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         ("Несие тарихым бүлінген, қалай түзетуге болады?", ("Z040000573_", "31")),
         ("Работодатель обанкротился и не выплатил зарплату", ("Z1400000176", "100")),
         ("Сот орындаушысы жалғыз пәтерімді қарызға алады ма?", ("Z100000261_", "61")),
-        # special laws of everyday life: a photo posted, leaving an LLP, the housing queue, a student expelled, a licence
+        # special laws of everyday life: a photo posted, leaving an LLP, the housing queue, expulsion, a licence
         ("Бывшая подруга выложила мое фото без разрешения в инстаграм", ("K940001000_", "145")),
         ("Как выйти из ТОО, если второй учредитель против?", ("Z980000220_", "29")),
         ("Әкімдіктен пәтер кезегіне қалай тұрамын?", ("Z970000094_", "69")),
