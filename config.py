@@ -253,6 +253,11 @@ class Settings(BaseSettings):
         "them in its own section wherever they rank); 0: off, as measured best out of fold (docs/evaluation.md).",
     )
     remedy_short_rank: int = Field(default=5, ge=0, description="See REMEDY_SHORT_CHARS: below the top 5.")
+    synonym_floor: bool = Field(
+        default=True,
+        description="The synonym map's articles for the question (retrieval/data/synonyms.json) rank no lower than "
+        "RERANK_TOP_N, so they reach the answer (a long question's other words kept them lower; docs/evaluation.md).",
+    )
     off_topic_bm25: float = Field(
         default=2.0,
         description="A question naming no article or code whose best chunk BM25 score is below this matches no "

@@ -6,7 +6,7 @@
       │                  Criminal Code fill, named codes preferred, a follow-up's own words fused     law_aware.py
       ├─ compressors   DemoteRepealed → LearnedRerank (when loaded)            = `candidates`, `search`
       ├─ compressors   HeadRerank (FlashRank) → ExplicitFirst → RemedyRoutes   = `ranking` (`rank_articles`)
-      │                  → TitleRerank → OwnBestAt
+      │                  → TitleRerank → SynonymFloor → OwnBestAt
       └─ verdict, then ArticleAssembly: one citable Document per article        = `retrieve`
 
 Each step is a retriever or a `BaseDocumentCompressor` usable on its own; `Stages` (retrieval/stages.py) is the
@@ -50,7 +50,7 @@ from retrieval.features import candidate_pool
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.learned import LearnedRanker, LearnedRerank
 from retrieval.query import ArticleRef, QueryInfo, analyze_query
-from retrieval.ranking import CompressedRetriever, DemoteRepealed, OwnBestAt, TitleRerank, score_of
+from retrieval.ranking import CompressedRetriever, DemoteRepealed, OwnBestAt, SynonymFloor, TitleRerank, score_of
 from retrieval.records import NO_FOLLOWUP, Followup, Query, RetrievalResult, Verdict
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import FloatFlashrankRerank, HeadRerank
@@ -197,6 +197,8 @@ class Retrieval:
                     sanction_laws=lambda: self.sanction_laws,
                 )
             )
+        if stages.augment and s.synonym_floor:  # the map's articles are what augmentation writes into the query
+            ranking.append(SynonymFloor(articles=self.articles, rank=s.rerank_top_n, analyze=self.analyze))
         ranking.append(OwnBestAt())  # a follow-up's (`Followup.own_best_at`); nothing for a single question
         self.ranking = DocumentCompressorPipeline(transformers=ranking)
         self.retriever = CompressedRetriever(base_retriever=self.search, base_compressor=self.ranking)

@@ -3,8 +3,9 @@
 new list and never touch their inputs.
 
 A ranked Document says why it is there in `metadata["via"]` — named in the question ("explicit"), found by the
-search ("found", the default), or a remedy route's ("remedy") — and `metadata["found"] is False` when the search
-did not give it (a named or route article taken from the corpus: it is read from its beginning). Its score is
+search ("found", the default), a remedy route's ("remedy") or the synonym map's moved up ("synonyms") — and
+`metadata["found"] is False` when the search did not give it (a named, route or map article taken from the corpus:
+it is read from its beginning). Its score is
 `metadata["score"]`.
 """
 
@@ -26,7 +27,8 @@ from pydantic import ConfigDict
 
 from index.titles import TitleVectors
 from retrieval.articles import ArticleChunks, ArticleKey, key_of
-from retrieval.records import Query
+from retrieval.query import QueryInfo, analyze_query
+from retrieval.records import Query, as_query
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,42 @@ class OwnBestAt(BaseDocumentCompressor):
         below = score_of(ranked[at - 1])
         score = (score_of(ranked[at - 2]) + below) / 2 if at >= 2 else below + 1e-9
         return [*ranked[: at - 1], ranked_copy(documents[where], score=score), *ranked[at - 1 :]]
+
+
+class SynonymFloor(BaseDocumentCompressor):
+    """The synonym map's articles for the question (`QueryInfo.synonym_refs`, retrieval/data/synonyms.json) no lower
+    than rank `rank`: one the ranking put below is moved up to it (or, not found, inserted from the corpus), in the
+    map's order, with the score of the article before it. The map only writes their headings into the query, and a
+    long question's other words outweigh one line: of jurhelp_train's 200, the map names a gold article for 33 and
+    leaves 6 of them below the top 10. `rank` is the number of articles the answer reads (settings.rerank_top_n),
+    so what the map names reaches the answer. Articles already at or above `rank` keep their places. A follow-up
+    searched with its conversation takes the map's articles for the message's own words (`Followup.own`): the
+    earlier turns' already had their answer."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    articles: ArticleChunks
+    """The corpus by article (a map article must exist in it)."""
+    rank: int = 8
+    analyze: Callable[[str], QueryInfo] = analyze_query
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        q = as_query(query, self.analyze)
+        refs = (self.analyze(q.followup.own) if q.followup.own else q.info).synonym_refs
+        ranked = list(documents)
+        head = {key_of(d) for d in ranked[: self.rank]}
+        low = [k for k in dict.fromkeys((r.doc_id, r.article) for r in refs) if k not in head and k in self.articles]
+        if not low or self.rank < 1:
+            return ranked
+        found = {key_of(d): d for d in ranked[self.rank :]}
+        out = ranked[: self.rank - 1]
+        score = score_of(out[-1]) if out else 1.0
+        for k in low:
+            doc = found[k] if k in found else from_corpus(self.articles, k)
+            out.append(ranked_copy(doc, score=score, via="synonyms"))
+        return [*out, *(d for d in ranked[self.rank - 1 :] if key_of(d) not in low)]
 
 
 class TitleRerank(BaseDocumentCompressor):

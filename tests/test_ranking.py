@@ -15,7 +15,7 @@ from retrieval.explicit import ExplicitFirst
 from retrieval.law_aware import LawAwareRetriever
 from retrieval.pipeline import Stages
 from retrieval.query import analyze_query
-from retrieval.ranking import CompressedRetriever, DemoteRepealed, found_by_search, via
+from retrieval.ranking import CompressedRetriever, DemoteRepealed, SynonymFloor, found_by_search, via
 from retrieval.records import Followup, Query
 from retrieval.remedies import RemedyRoutes
 from retrieval.rerank import HeadRerank, load_reranker
@@ -99,6 +99,34 @@ def test_remedy_routes_enter_the_ranking_at_their_rank(bm25_retrieval) -> None:
     # A follow-up whose previous answer gave the route does not get it again.
     given = Query(WAGES, query.info, Followup(given=frozenset({(TK, "159"), (TK, "160")})))
     assert _keys(routes.compress_documents(found, given)) == _keys(found)
+
+
+def test_the_synonym_maps_articles_rank_no_lower_than_the_answer_reads(bm25_retrieval) -> None:
+    question = "Нас заставляют работать в выходные без доплаты"
+    query = bm25_retrieval.query(question)
+    mapped = [(r.doc_id, r.article) for r in query.info.synonym_refs]
+    assert mapped == [(TK, "84"), (TK, "85"), (TK, "109")]
+    stages = Stages(dense=False, rerank=False, remedies=False)
+    found = list(bm25_retrieval.variant(stages, synonym_floor=False).retriever.invoke(query))
+    before = copy.deepcopy(found)
+    floor = SynonymFloor(articles=bm25_retrieval.articles, rank=2)
+    ranked = floor.compress_documents(found, query)
+    assert found == before
+    low = [k for k in mapped if k not in _keys(found)[:2]]
+    assert low, "the search alone must leave a map article below rank 2 for this test to show anything"
+    assert _keys(ranked)[:1] == _keys(found)[:1]
+    assert _keys(ranked)[1 : 1 + len(low)] == low
+    assert [via(d) for d in ranked[1 : 1 + len(low)]] == ["synonyms"] * len(low)
+    assert [k for k in _keys(ranked) if k not in low] == [k for k in _keys(found) if k not in low]
+    scores = [d.metadata["score"] for d in ranked[: 2 + len(low)]]  # the moved take the score before them
+    assert scores == sorted(scores, reverse=True)
+    # One the search did not give comes from the corpus, read from its beginning.
+    others = [d for d in found if key_of(d) not in set(mapped)][:3]
+    inserted = floor.compress_documents(others, query)
+    assert _keys(inserted)[1:4] == mapped and not any(found_by_search(d) for d in inserted[1:4])
+    # The pipeline puts them within the articles the answer reads (RERANK_TOP_N).
+    top = [(d, a) for d, a, _ in bm25_retrieval.variant(stages).rank_articles(question, 20)]
+    assert set(mapped) <= set(top[: bm25_retrieval.settings.rerank_top_n])
 
 
 def test_repealed_articles_go_last_each_group_in_its_order(bm25_retrieval) -> None:
