@@ -93,8 +93,8 @@ class SynonymFloor(BaseDocumentCompressor):
     """The synonym map's articles for the question (`QueryInfo.synonym_refs`, retrieval/data/synonyms.json) no lower
     than rank `rank`: one the ranking put below is moved up to it (or, not found, inserted from the corpus), in the
     map's order, with the score of the article before it. The map only writes their headings into the query, and a
-    long question's other words outweigh one line: of jurhelp_train's 200, the map names a gold article for 33 and
-    leaves 6 of them below the top 10. `rank` is the number of articles the answer reads (settings.rerank_top_n),
+    long question's other words outweigh one line: of jurhelp_train's 200, the map names a gold article for 33, and
+    4 of those ranked below the top 10. `rank` is the number of articles the answer reads (settings.rerank_top_n),
     so what the map names reaches the answer. Articles already at or above `rank` keep their places. A follow-up
     searched with its conversation takes the map's articles for the message's own words (`Followup.own`): the
     earlier turns' already had their answer."""
