@@ -241,10 +241,16 @@ def _phrase_span(
     return None
 
 
+@cache
+def _longest_phrase() -> int:
+    """Stems in the vocabularies' longest phrase."""
+    return max(len(phrase.split()) for vocabulary in _stem_sets().values() for phrase in vocabulary)
+
+
 def question_stems(question: str) -> frozenset[str]:
     """The question's stems read as Russian and as Kazakh (a question may mix them), and each run of them as long
     as a vocabulary phrase, joined by a space: what the vocabularies below are matched against."""
-    longest = max(len(phrase.split()) for vocabulary in _stem_sets().values() for phrase in vocabulary)
+    longest = _longest_phrase()
     out: set[str] = set()
     for stream in (analyze(question, "ru"), analyze(question, "kk")):
         for n in range(1, longest + 1):
