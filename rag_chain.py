@@ -150,14 +150,22 @@ class QAChain:
         )
 
     def _with_editions(self, sources: Sequence[Source]) -> tuple[Source, ...]:
-        """Each source with the edition of its document (corpus manifest), which the answer tells the user."""
+        """Each source with the edition of its document (corpus manifest), which the answer tells the user, and
+        its repeal when the whole document was repealed."""
         out = []
         for s in sources:
             entry = self.editions.get((s.doc_id, s.lang))
             if entry is None:
                 out.append(s)
             else:
-                out.append(dataclasses.replace(s, edition_date=entry.edition_date, edition_basis=entry.edition_basis))
+                out.append(
+                    dataclasses.replace(
+                        s,
+                        edition_date=entry.edition_date,
+                        edition_basis=entry.edition_basis,
+                        repealed_by=entry.repealed_by,
+                    )
+                )
         return tuple(out)
 
     def article(self, code: str, number: str, lang: Lang = "ru") -> Article | None:

@@ -31,6 +31,7 @@ class Source:
     remedy: bool = False  # how to defend the right (a remedy route's article), not the substance
     edition_date: str | None = None  # the cited document's edition (DD.MM.YYYY), from the corpus manifest
     edition_basis: str | None = None  # "as_of" (the page's own date) or "amended_through" (latest amendment cited)
+    repealed_by: str | None = None  # the document's own note that it was repealed as a whole (corpus manifest)
     # The answer's language when the corpus has the article only in another one (a Kazakh answer quoting the
     # Russian text of a code): `code` and the citation are then in it («ҚР ЕК, 113-бап. …»), and `note`, one line
     # in it, says that the text is in the other language and links the document's page in the answer's language.
@@ -43,8 +44,10 @@ class Source:
 
     def edition(self, lang: Lang | None = None) -> str:
         """«редакция по состоянию на 20.03.2026» / «редакция с изменениями по 16.01.2026» in `lang` (default: the
-        citation's); "" when unknown."""
-        return edition_label(self.edition_date, self.edition_basis, lang or self.cite_lang or self.lang)
+        citation's), followed by the document's repeal note when it was repealed as a whole (in the text's own
+        language, as adilet says it); "" when neither is known."""
+        label = edition_label(self.edition_date, self.edition_basis, lang or self.cite_lang or self.lang)
+        return "; ".join(part for part in (label, self.repealed_by) if part)
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,11 @@ class DocumentEntry(BaseModel):
         description="as_of: the page's «по состоянию на» date; amended_through: a text snapshot's latest "
         "amending act cited in its footnotes (ingest_adilet/editions.py).",
     )
+    repealed_by: str | None = Field(
+        default=None,
+        description="The document's own note that it was repealed as a whole («Закон утратил силу Законом РК от "
+        "16.01.2026 № 258-VIII …»; ingest_adilet/editions.py); None: in force.",
+    )
     articles: int
     repealed: int
     chunks: int
@@ -110,6 +115,7 @@ class DocumentRecords:
     chunks: Sequence[Chunk]
     edition_date: str | None = None
     edition_basis: EditionBasis | None = None
+    repealed_by: str | None = None
 
     @property
     def key(self) -> DocKey:
@@ -278,6 +284,7 @@ def write_corpus(
             source=doc.source,
             edition_date=doc.edition_date,
             edition_basis=doc.edition_basis,
+            repealed_by=doc.repealed_by,
             articles=len(doc.articles),
             repealed=sum(a.status == "repealed" for a in doc.articles),
             chunks=len(doc.chunks),

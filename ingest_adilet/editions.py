@@ -40,3 +40,35 @@ def amended_through(articles: Iterable[Article]) -> str | None:
         return None
     year, month, day = latest
     return f"{day:02d}.{month:02d}.{year:04d}"
+
+
+# A document repealed as a whole says so in the footnote at its head (adilet keeps the text online): «Сноска. Закон
+# утратил силу Законом РК от 16.01.2026 № 258-VIII (…), за исключением …», Kazakh «Ескерту. … қоспағанда, Заңның
+# күші жойылды – ҚР 16.01.2026 № 258-VIII (…) Заңымен.» An article repealed alone says «Статья 117 исключена» or
+# «…-бап алып тасталды» instead, and a transitional provision «признать утратившим силу»: neither matches.
+_ACT = r"(?:от\s+)?\d{2}\.\d{2}\.\d{4}\s*(?:г\.\s*)?[№N]\s*[\w-]+"
+_REPEALED_RU = re.compile(
+    rf"(?P<what>Закон|Кодекс|Конституционный закон)\s+утратил\s+силу\s+(?P<by>(?:[\w-]+\s+){{0,4}}?{_ACT})", re.I
+)
+_REPEALED_KK = re.compile(rf"(?P<what>Заңның|Кодекстің)\s+күші\s+жойылды\s*[–-]\s*(?P<by>ҚР\s+{_ACT})")
+_EXCEPT = {"ru": "за исключением", "kk": "қоспағанда"}
+_HEAD_CHARS = 4000  # the head footnotes of a document (its text before them is at most a title)
+
+
+def repealed_by(text: str, lang: str) -> str | None:
+    """The document's own note that it was repealed as a whole, in adilet's words and the text's language («Закон
+    утратил силу Законом РК от 16.01.2026 № 258-VIII (кроме отдельных норм)» / «Заңның күші жойылды – ҚР 16.01.2026
+    № 258-VIII Заңымен (жекелеген нормаларын қоспағанда)»), read from the head of its text; None when in force."""
+    head = " ".join(text[:_HEAD_CHARS].split())
+    m = (_REPEALED_KK if lang == "kk" else _REPEALED_RU).search(head)
+    if m is None:
+        return None
+    if lang == "kk":
+        # the exceptions come first: «Ескерту. … -баптарды … қоспағанда, Заңның күші жойылды – ҚР … Заңымен»
+        note = f"{m.group('what')} күші жойылды – {m.group('by')} Заңымен"
+        outlived = _EXCEPT[lang] in head[head.rfind("Ескерту", 0, m.start()) : m.start()]
+        return note + (" (жекелеген нормаларын қоспағанда)" if outlived else "")
+    note = f"{m.group('what')} утратил силу {m.group('by')}"
+    end = head.find("Сноска", m.end())  # the footnote's end: the next one
+    outlived = _EXCEPT[lang] in head[m.end() : end if end >= 0 else None]
+    return note + (" (кроме отдельных норм)" if outlived else "")

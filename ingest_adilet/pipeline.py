@@ -26,7 +26,7 @@ from corpus.progress import tracker
 from corpus.records import Article, Chunk, Lang, content_hash
 from corpus.store import DocumentEntry, DocumentRecords, EditionBasis, Manifest, check_corpus, write_corpus
 from index.publish import writes_data_dir
-from ingest_adilet.editions import amended_through
+from ingest_adilet.editions import amended_through, repealed_by
 from ingest_adilet.text_parser import parse_text
 
 if TYPE_CHECKING:
@@ -100,6 +100,20 @@ def _parse_html(html: str, doc_id: str, lang: Lang, url: str) -> tuple[list[Arti
         raise IngestError(f"{doc_id}: the HTML parser is not available ({err})") from err
     page = parse_html(html, doc_id, lang, url)
     return list(page.articles), page.edition_date
+
+
+_PAGE_HEAD_CHARS = 100_000  # of a page's HTML: its head footnotes come within the first 25,000 on adilet's pages
+
+
+def _plain_text(inp: _Input) -> str:
+    """The input's text from its first footnote on (a page's navigation before it dropped), where a document
+    repealed as a whole says so (`repealed_by`)."""
+    if inp.source == "txt":
+        return inp.raw
+    from bs4 import BeautifulSoup
+
+    text = BeautifulSoup(inp.raw[:_PAGE_HEAD_CHARS], "html.parser").get_text(" ")
+    return text[min((i for i in (text.find("Сноска"), text.find("Ескерту")) if i >= 0), default=0) :]
 
 
 def _local_inputs(source_dir: Path, doc: AdiletSource, lang: Lang) -> list[_Input]:
@@ -181,6 +195,7 @@ def _records(doc: AdiletSource, lang: Lang, inp: _Input, settings: Settings) -> 
         chunks=chunks,
         edition_date=edition_date,
         edition_basis=basis,
+        repealed_by=repealed_by(_plain_text(inp), lang),
     )
 
 

@@ -16,13 +16,14 @@ from config import Settings
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.store import edition_label, load_articles, load_manifest
 from index.summary import summarize
-from ingest_adilet.editions import act_dates, amended_through
+from ingest_adilet.editions import act_dates, amended_through, repealed_by
 from ingest_adilet.html_parser import parse_html
 from ingest_adilet.text_parser import parse_text
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 from tests.support.telegram_server import message_update, polling, settings_for
 
 DIGITAL_ASSETS = "Z2300000193"
+BANKS = "Z950002444_"  # repealed as a whole by the Law of 16.01.2026 № 258-VIII, a few norms later
 
 
 def _articles(shared_dir: Path, doc_id: str, lang: str = "ru"):
@@ -60,6 +61,61 @@ def test_a_saved_page_states_its_edition_and_its_amendments_precede_it(shared_di
     assert page.edition_date == "20.03.2026"
     day, month, year = (int(x) for x in amended_through(page.articles).split("."))
     assert (2025, 1, 1) <= (year, month, day) <= (2026, 3, 20)
+
+
+def test_a_law_repealed_as_a_whole_says_so_in_its_own_words_in_either_language(shared_dir: Path) -> None:
+    def text(doc_id: str, site: str = "rus") -> str:
+        return (shared_dir / "corpus" / site / f"{doc_id}.txt").read_text(encoding="utf-8")
+
+    assert (
+        repealed_by(text(BANKS), "ru")
+        == "Закон утратил силу Законом РК от 16.01.2026 № 258-VIII (кроме отдельных норм)"
+    )
+    kazakh = repealed_by(text(BANKS, "kaz"), "kk")
+    assert kazakh == "Заңның күші жойылды – ҚР 16.01.2026 № 258-VIII Заңымен (жекелеген нормаларын қоспағанда)"
+    # every other document of the corpus is in force, though their articles are repealed one by one («Статья 117
+    # исключена …», «…-бап алып тасталды») and their transitional provisions repeal other acts
+    for site, lang in (("rus", "ru"), ("kaz", "kk")):
+        for path in sorted((shared_dir / "corpus" / site).glob("*.txt")):
+            if path.stem != BANKS:
+                assert repealed_by(path.read_text(encoding="utf-8"), lang) is None, path
+    whole = "Сноска. Кодекс утратил силу Законом РК от 05.07.2014 № 236-V (вводится в действие с 01.01.2015).\n"
+    assert repealed_by(whole, "ru") == "Кодекс утратил силу Законом РК от 05.07.2014 № 236-V"
+
+
+def test_a_repealed_law_is_cited_with_its_repeal(
+    shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ingested, its manifest entries carry the note; an answer citing it tells it beside the edition, in the CLI,
+    the bot and `invoke_qa`'s JSON, while a law in force is cited as before."""
+    from cli import _print_result
+    from ingest_adilet.pipeline import ingest
+    from rag_chain import QAChain
+    from retrieval.pipeline import Retrieval, Stages
+    from tests.support.ingest import make_source_dir
+
+    source = make_source_dir(tmp_path / "source", shared_dir, [BANKS, DIGITAL_ASSETS])
+    settings = Settings(data_dir=tmp_path / "data", _env_file=None, learned_ranker=False)
+    assert ingest(settings, source_dir=source, progress=False).ok
+    notes = {(d.doc_id, d.lang): d.repealed_by for d in load_manifest(settings.corpus_dir).documents}
+    assert notes[(BANKS, "ru")] and notes[(BANKS, "ru")].startswith("Закон утратил силу Законом РК от 16.01.2026")
+    assert notes[(BANKS, "kk")] and notes[(BANKS, "kk")].startswith("Заңның күші жойылды")
+    assert notes[(DIGITAL_ASSETS, "ru")] is None
+
+    retrieval = Retrieval.load(settings, stages=Stages(dense=False, sparse=False, rerank=False, learned=False))
+    chain = QAChain(settings, retrieval, load_articles(settings.corpus_dir))
+    result = chain.invoke("Какой срок исковой давности по требованиям банка к заемщику?")
+    banks = [s for s in result.sources if s.doc_id == BANKS]
+    assert banks and all(s.repealed_by == notes[(BANKS, "ru")] for s in banks)
+    assert (
+        banks[0].edition().endswith("; Закон утратил силу Законом РК от 16.01.2026 № 258-VIII (кроме отдельных норм)")
+    )
+    assert all(s.repealed_by is None for s in result.sources if s.doc_id != BANKS)
+    as_json = json.loads(json.dumps(result.to_json(), ensure_ascii=False))
+    assert {s["repealed_by"] for s in as_json["sources"] if s["doc_id"] == BANKS} == {notes[(BANKS, "ru")]}
+    assert any("Закон утратил силу Законом РК от 16.01.2026" in line for line in format_answer(result, "ru"))
+    _print_result(result)
+    assert "Закон утратил силу Законом РК от 16.01.2026 № 258-VIII" in capsys.readouterr().out
 
 
 def test_the_manifest_records_each_documents_edition_and_its_basis(corpus_slice) -> None:
