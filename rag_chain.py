@@ -131,11 +131,12 @@ class QAChain:
             chat_model=self.chat_model,
             verdict=retrieved.verdict,
             on_token=x.get("on_token"),
+            annotate=self._with_editions,
         )
         return QAResult(
             question=x["question"],
             answer=answer.text,
-            sources=self._with_editions(answer.sources),
+            sources=tuple(answer.sources),
             template=answer.template,
             backend=answer.backend,
             lang=query.lang,

@@ -156,10 +156,13 @@ def in_answer_lang(source: Source, lang: Lang, settings: Settings) -> Source:
 
 
 def label(source: Source, settings: Settings) -> str:
-    """«[S1] УК РК, Статья 188. Кража», marked when the article is repealed."""
+    """«[S1] УК РК, Статья 188. Кража», marked when the article is repealed, or its whole document («… (Закон
+    утратил силу Законом РК от 16.01.2026 № 258-VIII …)», the manifest's note in the text's own language)."""
     text = f"[{source.source_id}] {source.citation()}"
     if source.status == "repealed":
         text += f" ({load_phrases(settings, source.lang).repealed})"
+    elif source.repealed_by:
+        text += f" ({source.repealed_by})"
     return text
 
 

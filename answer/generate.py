@@ -16,7 +16,7 @@ from answer.context import format_context, to_sources
 from answer.extractive import abstention, extractive_answer
 from answer.grounding import check_grounding, strip_disclaimer
 from answer.llm import backend_of, build_chat_model
-from answer.records import Answer
+from answer.records import Answer, Source
 from answer.templates import Phrases, TemplateName, load_phrases, load_template, select_template
 from config import Settings
 from corpus import metrics
@@ -64,6 +64,7 @@ def answer_question(
     chat_model: Runnable | None = None,
     verdict: Verdict | None = None,
     on_token: Callable[[str], None] | None = None,
+    annotate: Callable[[Sequence[Source]], Sequence[Source]] | None = None,
 ) -> Answer:
     """Answer from the retrieved documents; the model when one answers and passes grounding, else the quotes.
 
@@ -71,6 +72,8 @@ def answer_question(
     A `verdict` other than "answered" (retrieval found nothing that answers) gets its short reply, no model.
     `on_token` receives the model's text piece by piece as it is generated (the same fallbacks); the grounding
     check still judges the whole text, and a streamed answer that fails it is replaced by the quotes.
+    `annotate` adds what the corpus manifest says of each source's document (its edition, a repeal of the whole
+    document: `QAChain`) before the model or the quotes read them, so that both say it.
     """
     timings: dict[str, float] = {}
     start = t = time.perf_counter()
@@ -88,8 +91,12 @@ def answer_question(
 
     template = select_template(is_range, is_criminal)
     phrases = load_phrases(settings, lang)
+
     # The model reads each article's parts that match the question; the quotes choose from the whole text.
-    sources = to_sources(docs, settings, question=question, lang=lang)
+    def annotated(found: Sequence[Source]) -> Sequence[Source]:
+        return annotate(found) if annotate is not None else found
+
+    sources = annotated(to_sources(docs, settings, question=question, lang=lang))
     context = format_context(sources, settings)
     model = chat_model if chat_model is not None else build_chat_model(settings)
     lap("context")
@@ -144,7 +151,7 @@ def answer_question(
 
     extract = extractive_answer(
         question,
-        to_sources(docs, settings, lang=lang),
+        annotated(to_sources(docs, settings, lang=lang)),
         lang=lang,
         is_criminal=is_criminal,
         is_range=is_range,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from answer.context import format_context
 from answer.records import Source
 from bot.app import build_application
 from bot.format import format_about, format_answer
@@ -86,8 +87,8 @@ def test_a_law_repealed_as_a_whole_says_so_in_its_own_words_in_either_language(s
 def test_a_repealed_law_is_cited_with_its_repeal(
     shared_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Ingested, its manifest entries carry the note; an answer citing it tells it beside the edition, in the CLI,
-    the bot and `invoke_qa`'s JSON, while a law in force is cited as before."""
+    """Ingested, its manifest entries carry the note; an answer citing it tells it in its text, beside the edition
+    in the CLI, the bot and `invoke_qa`'s JSON, and in a chat model's context; a law in force is cited as before."""
     from cli import _print_result
     from ingest_adilet.pipeline import ingest
     from rag_chain import QAChain
@@ -114,6 +115,9 @@ def test_a_repealed_law_is_cited_with_its_repeal(
     as_json = json.loads(json.dumps(result.to_json(), ensure_ascii=False))
     assert {s["repealed_by"] for s in as_json["sources"] if s["doc_id"] == BANKS} == {notes[(BANKS, "ru")]}
     assert any("Закон утратил силу Законом РК от 16.01.2026" in line for line in format_answer(result, "ru"))
+    # the quotes say it under the article's label, and so would the context a chat model reads
+    assert f"{banks[0].citation()} ({notes[(BANKS, 'ru')]})" in result.answer
+    assert f"({notes[(BANKS, 'ru')]})" in format_context(banks, settings)
     _print_result(result)
     assert "Закон утратил силу Законом РК от 16.01.2026 № 258-VIII" in capsys.readouterr().out
 
