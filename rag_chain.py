@@ -136,7 +136,7 @@ class QAChain:
         return QAResult(
             question=x["question"],
             answer=answer.text,
-            sources=tuple(answer.sources),
+            sources=answer.sources,
             template=answer.template,
             backend=answer.backend,
             lang=query.lang,

@@ -92,10 +92,10 @@ def answer_question(
     template = select_template(is_range, is_criminal)
     phrases = load_phrases(settings, lang)
 
-    # The model reads each article's parts that match the question; the quotes choose from the whole text.
     def annotated(found: Sequence[Source]) -> Sequence[Source]:
         return annotate(found) if annotate is not None else found
 
+    # The model reads each article's parts that match the question; the quotes choose from the whole text.
     sources = annotated(to_sources(docs, settings, question=question, lang=lang))
     context = format_context(sources, settings)
     model = chat_model if chat_model is not None else build_chat_model(settings)
