@@ -51,7 +51,6 @@ _REPEALED_RU = re.compile(
     rf"(?P<what>Закон|Кодекс|Конституционный закон)\s+утратил\s+силу\s+(?P<by>(?:[\w-]+\s+){{0,4}}?{_ACT})", re.I
 )
 _REPEALED_KK = re.compile(rf"(?P<what>Заңның|Кодекстің)\s+күші\s+жойылды\s*[–-]\s*(?P<by>ҚР\s+{_ACT})")
-_EXCEPT = {"ru": "за исключением", "kk": "қоспағанда"}
 _HEAD_CHARS = 4000  # the head footnotes of a document (its text before them is at most a title)
 
 
@@ -66,9 +65,9 @@ def repealed_by(text: str, lang: str) -> str | None:
     if lang == "kk":
         # the exceptions come first: «Ескерту. … -баптарды … қоспағанда, Заңның күші жойылды – ҚР … Заңымен»
         note = f"{m.group('what')} күші жойылды – {m.group('by')} Заңымен"
-        outlived = _EXCEPT[lang] in head[head.rfind("Ескерту", 0, m.start()) : m.start()]
+        outlived = "қоспағанда" in head[head.rfind("Ескерту", 0, m.start()) : m.start()]
         return note + (" (жекелеген нормаларын қоспағанда)" if outlived else "")
     note = f"{m.group('what')} утратил силу {m.group('by')}"
     end = head.find("Сноска", m.end())  # the footnote's end: the next one
-    outlived = _EXCEPT[lang] in head[m.end() : end if end >= 0 else None]
+    outlived = "за исключением" in head[m.end() : end if end >= 0 else None]
     return note + (" (кроме отдельных норм)" if outlived else "")

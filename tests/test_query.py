@@ -287,14 +287,13 @@ def test_crime_check_reads_the_original_question_not_the_augmented_one() -> None
         ("Брат избивал отца, может ли суд признать его недостойным наследником?", (CIVIL_SPECIAL_ID, "1045")),
         ("Әкесі бір жыл кешіктірді, алимент бойынша тұрақсыздық айыбын қалай есептейді?", (KOBS, "171")),
         ("Өздігінен салынған құрылысқа меншік құқығын тану тәртібін түсіндіріп беріңіз", (GK, "244")),
-        # the second question about one aspect of a labour, family, inheritance or renting situation (a deadline,
-        # a term's length, where to file): the article that answers the aspect, not the situation's own
+        # the second question about one aspect of a situation (a deadline, an amount, who pays, where to file): the
+        # article that answers the aspect, not the situation's own
         ("Меня уволили по сокращению. Какой срок обжалования увольнения в суде?", (TK, "160")),
         ("Сөгіс қанша уақыт күшінде болады, қашан алынады?", (TK, "66")),
         ("Алиментке қай сотқа беру керек, баланың әкесі басқа қалада тұрады", ("K1500000377", "30")),
         ("Нотариус мұра куәлігін бермей жатыр, алты ай өтпеді дейді", (CIVIL_SPECIAL_ID, "1073")),
         ("За сколько должен предупредить хозяин квартиры, если просит нас съехать?", ("Z970000094_", "24")),
-        # the second question, on one aspect (a term, an amount, who pays): the article that sets it
         ("Сдал телефон в ремонт по гарантии, сколько дней его могут ремонтировать?", (ZPP, "30")),
         ("Микрокредит бойынша ескіру мерзімі қанша жыл?", ("Z1200000056", "10")),
         ("Сот орындаушысы түнде үйге келді, бұл заңды ма?", ("Z100000261_", "53")),
