@@ -362,6 +362,35 @@ def test_no_synonyms_for_an_unrelated_question() -> None:
     assert refs and {r.doc_id for r in refs} == {KOBS}
 
 
+@pytest.mark.parametrize(
+    ("question", "wrong"),
+    [
+        # a Kazakh stem shared by two words: «жалған» (false, forged) and «жалға» (for rent) are both «жал»
+        ("Жалға алу шартына қандай құжат керек?", (UK, "385")),
+        # a bank card in a question on a loan is no selling of one's card
+        ("Передал другу деньги на карту, он не возвращает долг", (UK, "232-1")),
+        # the loose Kazakh match does not see a negation: «мұраны қабылдамай қайтыс болды» (died before accepting)
+        # is read in «қайтыс болғанына … мұраны қабылдау»
+        ("Әкем қайтыс болғанына бес ай болды. Мұраны қабылдау мерзімі қанша?", (CIVIL_SPECIAL_ID, "1072-4")),
+        # «пайызсыз» (interest-free) meets «пайыз» (interest)
+        ("Займ алдым, пайызы өте жоғары", (CIVIL_SPECIAL_ID, "718")),
+        # a girl's phone stolen is no bride kidnapping («украли девушку»)
+        ("У моей девушки украли телефон", (UK, "125")),
+        # «балаларымнан алимент» (alimony from my grown children) is no child support
+        ("Балаға алимент өндіру үшін қайда бару керек?", (KOBS, "145")),
+        # «другой» is a stopword: «передать дело в другой суд» is any «передать дело в суд»
+        ("Полиция передала дело в суд", ("K1500000377", "34")),
+    ],
+)
+def test_a_phrase_does_not_fire_on_another_subject(question: str, wrong: tuple[str, str]) -> None:
+    assert ArticleRef(*wrong) not in analyze_query(question).synonym_refs
+
+
+def test_infecting_with_hiv_stays_criminal() -> None:
+    # the patients' entry on HIV («у меня обнаружили вич») does not take a question on infecting someone
+    assert analyze_query("Заразил жену ВИЧ, какое наказание?").is_criminal
+
+
 def test_augmented_query_injects_numbers_titles_and_code() -> None:
     titles = {ArticleRef(UK, "136"): "Подмена ребенка"}
     info = analyze_query("Какая статья УК РК за подмену ребенка?", titles=titles.get)
