@@ -62,7 +62,7 @@ def test_a_question_whose_words_match_another_law_gets_its_own_laws_article_firs
     assert key_of_first(bm25_retrieval.variant(routing=False).rank_articles(BRIBE_KK, 5)) == (UK, "367")
     assert key_of_first(bm25_retrieval.rank_articles(BRIBE_KK, 5)) == (UK, "367")
     # A Russian question is not routed by default: the same candidates as with routing off.
-    russian = "Можно ли работать на дому по трудовому договору?"
+    russian = "Можно ли работать без оформления трудового договора?"
     assert bm25_retrieval.rank_articles(russian, 10) == unrouted.rank_articles(russian, 10)
     assert routed.variant(routing_langs=["ru", "kk"]).rank_articles(russian, 10) != unrouted.rank_articles(russian, 10)
 
@@ -142,9 +142,10 @@ def test_the_laws_of_sanctions_are_read_from_the_corpus(bm25_retrieval) -> None:
 
 
 def test_a_question_asking_no_sanction_gets_the_rule_before_the_fine(bm25_retrieval) -> None:
-    # «May I work from home under a labour contract?»: the Code on Administrative Offences' fine for breaking
-    # the labour law (КоАП 86) matches its words better than the Labour Code's rules.
-    question = "Можно ли работать на дому по трудовому договору?"
+    # «May I work without a labour contract drawn up?»: the Code on Administrative Offences' fine for admitting
+    # someone to work without one (КоАП 86, the synonym map's article for it) comes first in the candidates,
+    # above the Labour Code's rules.
+    question = "Можно ли работать без оформления трудового договора?"
     assert not bm25_retrieval.analyze(question).asks_sanction
     assert bm25_retrieval.analyze(BRIBE_KK).asks_sanction  # «жаза»: a punishment, in Kazakh
     assert bm25_retrieval.analyze("Жұмыс беруші қандай жауапкершілікке тартылады?").asks_sanction
