@@ -410,6 +410,10 @@ def test_no_synonyms_for_an_unrelated_question() -> None:
         ("Какую часть зарплаты я должен платить на детей после развода?", (TK, "113")),
         # «too late to sue» after a dismissal is the labour dispute's term, not the civil limitation period
         ("Меня уволили три месяца назад, не поздно подать в суд?", (GK, "178")),
+        # «некесіз» (out of wedlock) is «неке» to the stemmer: children born in a marriage are not those born out of it
+        ("Некеде туған балаларымыз бар, ажырасқанда кіммен қалады?", (KOBS, "52")),
+        # «подрезали» with a knife is a stabbing, not a driver cutting in
+        ("Его подрезали ножом в драке", (KOAP, "606")),
     ],
 )
 def test_a_phrase_does_not_fire_on_another_subject(question: str, wrong: tuple[str, str]) -> None:
