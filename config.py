@@ -195,6 +195,11 @@ class Settings(BaseSettings):
     routing_mass_weight: float = Field(
         default=0.0, ge=0, description="The same for the share of the best candidates' fused score in each law."
     )
+    routing_definitions: bool = Field(
+        default=False,
+        description="The laws' profiles routing reads also hold the terms each law defines (its «Основные "
+        "понятия» article), besides its headings and article titles (retrieval/routing.py).",
+    )
     routing_max_chars: int = Field(
         default=150,
         ge=0,

@@ -33,10 +33,13 @@ def script_lang(text: str) -> Lang:
 # stripping from the right goes case → possessive → plural → verb form. Derivational ones (-лық, -шы) stay.
 # A question's verbs carry person and mood (бердім, болса, кеткім келеді) where the law says беру, болу, кету: those
 # endings, each whole with its person, are verb forms too. A negation (-ма-/-ме-: сақталмайтын, unpaid) is meaning
-# and stays (stripped, «жалақысы сақталмайтын демалыс» lost its first place on kk_dev).
+# and stays (stripped, «жалақысы сақталмайтын демалыс» lost its first place on kk_dev), and so does the privative
+# -сыз/-сіз (without): every word of the corpus's Kazakh texts that ends in a vowel and -сыз/-сіз is one («өтеусіз»,
+# free of charge, is no «өтеу», compensation; «тіркеусіз», «лицензиясыз», «некесіз»); the polite «you» of a verb
+# is cut only after -й- (төлейсіз), where no noun of the corpus takes the privative.
 _KK_SLOTS: tuple[str, ...] = (
     """ған ген қан кен атын етін йтын йтін итін ытын ады еді йды йді ыды іді ып іп у уы уі уға уге уда уде
-    удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек сыз сіз ғаны гені қаны кені ғанын генін
+    удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек йсыз йсіз ғаны гені қаны кені ғанын генін
     қанын кенін ғанына геніне ғаннан геннен
     дым дім тым тім дыңыз діңіз тыңыз тіңіз ймын ймін ймыз йміз йсың йсің
     са се сам сем саң сең саңыз сеңіз ғым гім қым кім""",

@@ -66,6 +66,15 @@ KK_STOPWORDS = frozenset(
 )
 
 STOPWORDS = RU_STOPWORDS | KK_STOPWORDS
+# A Russian stopword that is a Kazakh word: «он» is ten («он күн», ten days; «он сегіз жас», eighteen). Of the
+# Russian stopwords of two letters or more it is the only one the corpus's Kazakh texts use (1,006 times); a
+# Kazakh text keeps it.
+_KAZAKH_WORDS = frozenset({"он"})
+_STOPWORDS_OF: dict[Lang | None, frozenset[str]] = {
+    None: STOPWORDS,
+    "ru": STOPWORDS,
+    "kk": STOPWORDS - _KAZAKH_WORDS,
+}
 
 # Case endings written after an abbreviation or number with a hyphen ("ҚК-нің", "188-бабы" keeps "бабы").
 _BARE_SUFFIXES = frozenset(
@@ -84,25 +93,27 @@ def stem(word: str, lang: Lang = "ru") -> str:
     return stem_ru(word)
 
 
-def tokenize(text: str) -> list[str]:
-    """Normalized tokens minus stopwords: numbers ("188-1") whole, hyphenated words split."""
-    return _tokenize_normalized(normalize(text))
+def tokenize(text: str, lang: Lang | None = None) -> list[str]:
+    """Normalized tokens minus stopwords (a Kazakh text's: `_STOPWORDS_OF`; None: either language's): numbers
+    ("188-1") whole, hyphenated words split."""
+    return _tokenize_normalized(normalize(text), lang)
 
 
-def _tokenize_normalized(norm: str) -> list[str]:
+def _tokenize_normalized(norm: str, lang: Lang | None = None) -> list[str]:
+    stopwords = _STOPWORDS_OF[lang]
     tokens: list[str] = []
     for match in _TOKEN_RE.findall(norm):
         if match[0].isdigit():
             tokens.append(match)
             continue
         if "-" not in match:
-            if len(match) > 1 and match not in STOPWORDS:
+            if len(match) > 1 and match not in stopwords:
                 tokens.append(match)
             continue
         first, *rest = match.split("-")
-        if len(first) > 1 and first not in STOPWORDS:
+        if len(first) > 1 and first not in stopwords:
             tokens.append(first)
-        tokens.extend(p for p in rest if len(p) > 1 and p not in _BARE_SUFFIXES and p not in STOPWORDS)
+        tokens.extend(p for p in rest if len(p) > 1 and p not in _BARE_SUFFIXES and p not in stopwords)
     return tokens
 
 
@@ -123,18 +134,18 @@ def analyze(text: str, lang: Lang | None = None) -> list[str]:
     lines of their own. Words with Kazakh letters always get the Kazakh stemmer.
     """
     if lang is not None:
-        return [stem(t, lang) for t in tokenize(text)]
+        return [stem(t, lang) for t in tokenize(text, lang)]
     norm = normalize(text)
     kk, ru = _lang_scores(norm[:_DETECT_CHARS])
     overall: Lang = "kk" if kk > ru else "ru"
     # In a Russian text only Kazakh-letter words are Kazakh, and the script rule in stem() already sees them.
     if overall == "ru" or "\n" not in norm:
-        return [stem(t, overall) for t in _tokenize_normalized(norm)]
+        return [stem(t, overall) for t in _tokenize_normalized(norm, overall)]
     terms: list[str] = []
     for line in norm.split("\n"):
         kk, ru = _lang_scores(line)
         line_lang: Lang = "kk" if kk > ru else "ru" if ru > kk else overall
-        terms.extend(stem(t, line_lang) for t in _tokenize_normalized(line))
+        terms.extend(stem(t, line_lang) for t in _tokenize_normalized(line, line_lang))
     return terms
 
 

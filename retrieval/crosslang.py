@@ -74,7 +74,7 @@ class GlossaryTerms:
             ru = tuple(dict.fromkeys(stem for term in entry.ru for stem in analyze(term, "ru")))
             phrases[ru] = tuple(entry.ru)
             for kk in entry.kk:
-                words = tokenize(kk)
+                words = tokenize(kk, "kk")
                 stems = tuple(analyze(kk, "kk"))
                 if not ru or not 0 < len(stems) <= 3:
                     continue
@@ -94,7 +94,7 @@ class GlossaryTerms:
     def phrases(self, text: str) -> list[str]:
         """The law's Russian terms (as written) of the entries a Kazakh text matches, each once; a phrase is read
         within its clause (`clauses`)."""
-        matched = [ru for part in clauses(text) for ru in self.matched(analyze(part, "kk"), tokenize(part))]
+        matched = [ru for part in clauses(text) for ru in self.matched(analyze(part, "kk"), tokenize(part, "kk"))]
         return list(dict.fromkeys(term for ru in matched for term in self.phrases_of[ru]))
 
     def matched(self, stems: Sequence[str], words: Sequence[str]) -> list[tuple[str, ...]]:
@@ -178,7 +178,7 @@ def translated_terms(lexicon: Lexicon, text: str, lang: str) -> list[str]:
     """The other language's stems of the words of `text` (written in `lang`), each once, in the order met; a
     phrase is read within its clause (`clauses`)."""
     source: Lang = "kk" if lang == "kk" else "ru"
-    terms = (lexicon.translate(analyze(part, source), source, tokenize(part)) for part in clauses(text))
+    terms = (lexicon.translate(analyze(part, source), source, tokenize(part, source)) for part in clauses(text))
     return list(dict.fromkeys(term for part in terms for term in part))
 
 

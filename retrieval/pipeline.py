@@ -124,7 +124,7 @@ class Retrieval:
         question routed; a question routed meanwhile waits for them."""
         with self._profiles_lock:
             if self._profiles is None:
-                self._profiles = LawProfiles.from_articles(self.articles)
+                self._profiles = LawProfiles.from_articles(self.articles, definitions=self.settings.routing_definitions)
             return self._profiles
 
     @cached_property
@@ -272,7 +272,7 @@ class Retrieval:
             stages=stages or self.stages,
             pending=self.pending,
             lexicon=self.lexicon,
-            profiles=self._profiles,
+            profiles=self._profiles if changed.routing_definitions == self.settings.routing_definitions else None,
             titles=self._titles,
         )
 

@@ -7,9 +7,11 @@ article first. Two signals say which law the question is about, neither learned 
 
 - **the law's profile** (`LawProfiles`): BM25 of the question over each chapter of each law described by its own
   headings — the law's name, the chapter's section path, and the titles of its articles («Глава 9. Трудовые
-  споры: Статья 159. Органы по рассмотрению индивидуальных трудовых споров, …»). A Kazakh question is read in
-  Kazakh and, through the lexicon (index/lexicon.py), in Russian stems too, since most laws have only Russian
-  headings. A law scores its best chapter;
+  споры: Статья 159. Органы по рассмотрению индивидуальных трудовых споров, …») — and, with `definitions`, over
+  the terms the law defines (its «Основные понятия» article: «работник», «совместительство», «сверхурочная
+  работа», …), the words a law uses for what it is about. A Kazakh question is read in Kazakh and, through the lexicon
+  (index/lexicon.py), in Russian stems too, since most laws have only Russian headings. A law scores its best
+  chapter;
 - **the candidates' agreement** (`candidate_mass`): how much of the first stage's fused score falls in each law.
 
 Apart from these, **the laws of sanctions** (`SanctionLaws`, on by default): the Criminal Code and the Code on
@@ -48,6 +50,13 @@ logger = logging.getLogger(__name__)
 
 SANCTION = re.compile(r"\bнаказыва\w*|\bвлеч[её]т\s+(?:предупреждение|штраф|административный)|\bвлекут\s+штраф")
 SANCTION_SHARE = 0.25  # a law of sanctions: at least this share of its articles set a punishment or a fine
+# A definitions article («Основные понятия, используемые в настоящем Законе», «Осы Заңда пайдаланылатын негізгі
+# ұғымдар», УК's «Разъяснение некоторых понятий…») and its items: «12) работник – физическое лицо, …», the term
+# before the dash (a «(далее – …)» inside it dropped).
+DEFINITIONS_TITLE = re.compile(r"понят|ұғым", re.IGNORECASE)
+DEFINED_TERM = re.compile(r"^\s*\d+(?:-\d+)*\)\s*([^\n]{2,160}?)\s+[–—-]\s", re.MULTILINE)
+_STRUCK = re.compile(r"исключ|алып тасталд", re.IGNORECASE)  # an item struck out («3) исключен …»)
+_ASIDE = re.compile(r"\((?:далее|бұдан әрі)[^)]*\)", re.IGNORECASE)
 MASS_WINDOW = 20  # the best candidates whose fused scores the agreement adds up per law
 DIVERSE_WINDOW = 10  # the places diversification reorders
 
@@ -62,8 +71,10 @@ class LawProfiles:
     doc_ids: tuple[str, ...]
 
     @classmethod
-    def from_articles(cls, articles: ArticleChunks) -> LawProfiles:
-        """One entry per (law, language, chapter path) from the chunks' metadata (code, path, article title)."""
+    def from_articles(cls, articles: ArticleChunks, *, definitions: bool = False) -> LawProfiles:
+        """One entry per (law, language, chapter path) from the chunks' metadata (code, path, article title);
+        with `definitions`, one more per term its definitions articles define (the term alone: a short entry scores
+        a question that uses it whole, where the law's long chapters would dilute it)."""
         entries: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
         for doc in articles.documents:
             meta = doc.metadata
@@ -75,6 +86,9 @@ class LawProfiles:
             title = str(meta.get("title") or "")
             if title and (not words or words[-1] != title):
                 words.append(title)
+            if definitions and DEFINITIONS_TITLE.search(title):
+                for term in defined_terms(doc.page_content):  # each an entry: a short one scores its match whole
+                    entries.setdefault((meta["doc_id"], meta["lang"], ("\x00defines", term)), [term])
         doc_ids = tuple(sorted({d for d, _, _ in entries}))
         index = {d: i for i, d in enumerate(doc_ids)}
         keys = list(entries)
@@ -90,12 +104,18 @@ class LawProfiles:
         return {self.doc_ids[i]: float(best[i]) for i in np.flatnonzero(best > 0)}
 
 
+def defined_terms(text: str) -> list[str]:
+    """The terms a definitions article's items define («1) работник – физическое лицо…» → «работник»)."""
+    terms = (m.group(1).strip(' «»",') for m in DEFINED_TERM.finditer(_ASIDE.sub("", text)))
+    return [t for t in terms if not _STRUCK.match(t)]
+
+
 def profile_terms(info: QueryInfo, lexicon: Lexicon | None) -> list[str]:
     """The question as searched (with the titles of the articles its phrases point to), analysed; a Kazakh one
     also as the Russian stems the lexicon gives its own words."""
     terms = analyze(info.augmented)
     if info.lang == "kk" and lexicon is not None:
-        terms += lexicon.translate(analyze(info.text), "kk", tokenize(info.text))
+        terms += lexicon.translate(analyze(info.text, "kk"), "kk", tokenize(info.text, "kk"))
     return terms
 
 

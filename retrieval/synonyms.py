@@ -84,7 +84,7 @@ def _word_start(phrase: str, stems: Sequence[str], lang: Lang) -> str | None:
     stemmer cuts «разбой» (robbery) and «разбил» (broke) alike to «разб», so «разбил витрину» was read as a
     robbery; the noun's own forms (разбоя, разбоем) keep its first letters. A verb phrase («украл», «избили»)
     keeps the stem's match: its forms differ past its last letter (уволили, уволен). None: match by the stem."""
-    words = tokenize(phrase)
+    words = tokenize(phrase, lang)
     if lang != "ru" or len(words) != 1 or len(stems) != 1 or len(stems[0]) > SHORT_STEM:
         return None
     word = words[0]
@@ -166,7 +166,7 @@ def _stem_sets() -> dict[str, frozenset[str]]:
 def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], int]]:
     """(entry, matched token positions, first position) for every phrase found, in any word order."""
     streams = {"ru": analyze(question, "ru"), "kk": analyze(question, "kk")}
-    words = tokenize(question)  # one per stem of either stream
+    words = tokenize(question, "ru")  # one per stem of the Russian stream (a Russian noun's `starts` reads them)
     where = {name: _stem_positions(stream) for name, stream in streams.items()}
     starts = {name: _stem_positions([stem[:4] for stem in stream]) for name, stream in streams.items()}
     phrases, by_key = _phrases(), _phrases_by_key()
@@ -190,13 +190,23 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
 
 def same_kazakh_stem(a: str, b: str) -> bool:
     """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
-    from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer."""
+    from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer, unless
+    what the longer adds holds the privative («шартсыз», without a contract, is no «шарт»; «өтеусіз», free of
+    charge, no «өте(у)»)."""
     if a == b:
         return True
     if a[:4] != b[:4]:  # most pairs part here, cheaply
         return False
     short, long = sorted((a, b), key=len)
-    return len(short) >= 4 and len(long) - len(short) <= 4 and long.startswith(short)
+    return (
+        len(short) >= 4
+        and len(long) - len(short) <= 4
+        and long.startswith(short)
+        and not any(privative in long[len(short) :] for privative in _PRIVATIVE)
+    )
+
+
+_PRIVATIVE = ("сыз", "сіз")
 
 
 def _stem_positions(stream: list[str]) -> dict[str, list[int]]:

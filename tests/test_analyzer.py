@@ -13,6 +13,7 @@ import snowballstemmer
 from corpus.text import clean_text
 from ingest_adilet.text_parser import parse_text
 from retrieval.analyzer import analyze, detect_lang, normalize, stem, stem_kk, stem_ru, tokenize
+from retrieval.synonyms import same_kazakh_stem
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,14 @@ def test_stopwords_removed_in_both_languages() -> None:
     assert analyze("и в на по что если", "ru") == []
     assert analyze("және үшін бойынша туралы осы", "kk") == []
     assert analyze("кража и грабеж", "ru") == ["краж", "грабеж"]
+
+
+def test_a_kazakh_text_keeps_ten_which_russian_drops_as_he() -> None:
+    # «он» is «he» in Russian and «ten» in Kazakh: «он сегіз жас» (eighteen) is not «сегіз жас» (eight)
+    assert analyze("Он сегіз жасқа толмаған", "kk") == ["он", "сегіз", "жас", "толма"]
+    assert analyze("Он сегіз жасқа толмаған") == ["он", "сегіз", "жас", "толма"]  # told Kazakh by its letters
+    assert analyze("Он меня уволил", "ru") == ["увол"]
+    assert analyze("сегіз жас", "kk") != analyze("он сегіз жас", "kk")
 
 
 def test_russian_stems_are_snowball() -> None:
@@ -124,6 +133,22 @@ def test_kazakh_negation_is_kept() -> None:
     # «жалақысы сақталмайтын демалыс» is unpaid leave: the negation is the meaning, not an ending to drop
     assert stem_kk("сақталмайтын") != stem_kk("сақталатын")
     assert stem_kk("төлемейді") != stem_kk("төлейді")
+
+
+def test_the_kazakh_privative_is_kept(kaz_words: set[str]) -> None:
+    # «өтеусіз» (free of charge) is not «өтеу» (compensation), «тіркеусіз» (unregistered) not «тіркеу»: the corpus's
+    # Kazakh words in a vowel and -сыз/-сіз are all privatives; a verb's polite «you» after -й- is still cut
+    for without, word in (
+        ("өтеусіз", "өтеу"),
+        ("тіркеусіз", "тіркеу"),
+        ("лицензиясыз", "лицензия"),
+        ("ақшасыз", "ақша"),
+    ):
+        assert {without, word} <= kaz_words
+        assert stem_kk(without) != stem_kk(word)
+        assert not same_kazakh_stem(stem_kk(without), stem_kk(word))  # nor does the map's loose match join them
+    assert stem_kk("төлейсіз") == stem_kk("төлейді") == "төле"
+    assert same_kazakh_stem("шарты", "шарт") and not same_kazakh_stem("шартсыз", "шарт")
 
 
 def test_kazakh_stemmer_keeps_short_stems() -> None:

@@ -167,7 +167,7 @@ def test_a_kazakh_question_finds_its_article_in_a_russian_only_code(
 def test_the_glossary_gives_the_laws_russian_terms_for_words_the_parallel_laws_do_not_teach(chunks) -> None:
     learned = learn_lexicon([c for c in chunks if c.doc_id in PARALLEL])
     text = "бюллетеньде болдым"  # «I was on a sick note»: a loanword no parallel law uses
-    sick_leave, words = analyze(text, "kk"), tokenize(text)
+    sick_leave, words = analyze(text, "kk"), tokenize(text, "kk")
     assert stem_ru("нетрудоспособности") not in learned.translate(sick_leave, "kk", words)
     assert stem_ru("нетрудоспособности") in with_glossary(learned).translate(sick_leave, "kk", words)
     # the learned pairs stay, after the glossary's: «демалыс» is still «отпуск»
@@ -176,7 +176,7 @@ def test_the_glossary_gives_the_laws_russian_terms_for_words_the_parallel_laws_d
 
 def _glossary_terms(text: str) -> list[str]:
     """The packaged glossary's Russian stems for a Kazakh text."""
-    return GlossaryTerms.packaged()(analyze(text, "kk"), tokenize(text))
+    return GlossaryTerms.packaged()(analyze(text, "kk"), tokenize(text, "kk"))
 
 
 def test_a_glossary_word_the_stemmer_cuts_to_a_short_root_meets_only_its_own_word() -> None:

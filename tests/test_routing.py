@@ -12,7 +12,7 @@ from retrieval.articles import key_of
 from retrieval.ranking import via
 from retrieval.records import Followup
 from retrieval.remedies import RemedyRoutes
-from retrieval.routing import LawRouting, SanctionLaws, gaps, profile_terms, sanction_laws
+from retrieval.routing import LawProfiles, LawRouting, SanctionLaws, defined_terms, gaps, profile_terms, sanction_laws
 from tests.support.retrieval import CONSUMER, KOAP, TK, UK
 
 # «What is the penalty for giving a bribe?»: its words also match the Kazakh text of the consumer protection law
@@ -29,6 +29,20 @@ def test_the_laws_headings_route_a_question_to_its_law(bm25_retrieval) -> None:
     bribe = profile_terms(bm25_retrieval.analyze(BRIBE_KK), bm25_retrieval.lexicon)
     route = gaps(profiles.scores(bribe))
     assert route[UK] == 0.0 and route[CONSUMER] > 0.3
+
+
+def test_the_terms_a_law_defines_route_a_question_no_heading_names(bm25_retrieval) -> None:
+    """«Что такое совместительство?»: no heading of the slice's laws says «совместительство», the Labour Code's
+    definitions article (ТК 1) defines it; with its defined terms in the profiles the question goes to ТК."""
+    articles = bm25_retrieval.articles
+    tk_1 = [articles.documents[i].page_content for i in articles.positions((TK, "1"), "ru")]
+    defined = [term for text in tk_1 for term in defined_terms(text)]
+    assert {"совместительство", "работник", "трудовой договор", "сверхурочная работа"} <= set(defined)
+    assert not any("далее" in term or term.startswith("исключ") for term in defined)
+    question = profile_terms(bm25_retrieval.analyze("Что такое совместительство?"), None)
+    headings, with_terms = (LawProfiles.from_articles(articles, definitions=d).scores(question) for d in (False, True))
+    assert max(headings, key=headings.__getitem__) != TK
+    assert max(with_terms, key=with_terms.__getitem__) == TK
 
 
 def test_the_laws_headings_are_built_by_the_warm_up_not_by_the_first_question(corpus_slice) -> None:
@@ -142,16 +156,16 @@ def test_the_laws_of_sanctions_are_read_from_the_corpus(bm25_retrieval) -> None:
 
 
 def test_a_question_asking_no_sanction_gets_the_rule_before_the_fine(bm25_retrieval) -> None:
-    # «May I work without a labour contract drawn up?»: the Code on Administrative Offences' fine for admitting
-    # someone to work without one (КоАП 86, the synonym map's article for it) comes first in the candidates,
-    # above the Labour Code's rules.
-    question = "Можно ли работать без оформления трудового договора?"
+    # «May I hire a teenager?»: an article of the Code on Administrative Offences (КоАП 455, on the slice's BM25)
+    # comes first in the candidates, above the Labour Code's rules.
+    question = "Можно ли нанять подростка на работу?"
     assert not bm25_retrieval.analyze(question).asks_sanction
+    assert not bm25_retrieval.analyze("Можно ли работать без оформления трудового договора?").asks_sanction
     assert bm25_retrieval.analyze(BRIBE_KK).asks_sanction  # «жаза»: a punishment, in Kazakh
     assert bm25_retrieval.analyze("Жұмыс беруші қандай жауапкершілікке тартылады?").asks_sanction
     plain = bm25_retrieval.variant(sanction_weight=0.0)
     found = plain.candidates(question)
-    assert key_of(found[0]) == (KOAP, "86")
+    assert key_of(found[0]) == (KOAP, "455")
     stage = SanctionLaws(laws=bm25_retrieval.sanction_laws, weight=0.4)
     demoted = stage.compress_documents(found, question)
     assert demoted[0].metadata["doc_id"] == TK
