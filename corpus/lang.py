@@ -184,5 +184,9 @@ def stemmer_id() -> str:
     """What makes the stems: Snowball's version and a digest of this module (the Kazakh stripper's endings). The
     lexicon, a file of stems, records it and is learned again when it changes (BM25's analyzer id digests this
     module too)."""
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return f"snowball-{version('snowballstemmer')}:kk-{code}"
+    return f"snowball-{version('snowballstemmer')}:kk-{_SOURCE_DIGEST}"
+
+
+# Read when the module is loaded, not when first asked: a build running for an hour whose source was edited meanwhile
+# must not stamp what its loaded code made with the edited code's digest (its lexicon and BM25 were, 2026-12-07).
+_SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]

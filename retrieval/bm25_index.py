@@ -28,7 +28,6 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from importlib.metadata import version
 from pathlib import Path
 
@@ -86,12 +85,19 @@ def analyzer_id(settings: Settings) -> str:
     return f"{'phrases' if settings.bm25_phrases else 'terms'}:snowball-{version('snowballstemmer')}:{_code_digest()}"
 
 
-@cache
 def _code_digest() -> str:
+    return _CODE_DIGEST
+
+
+def _digest_of(modules: Sequence[object]) -> str:
     h = hashlib.sha256()
-    for module in ANALYSIS_CODE:
-        h.update(Path(module.__file__ or "").read_bytes())
+    for module in modules:
+        h.update(Path(getattr(module, "__file__", None) or "").read_bytes())
     return h.hexdigest()[:16]
+
+
+# Read when this module is loaded (with the analysis code it imports), not when first asked: see corpus/lang.py.
+_CODE_DIGEST = _digest_of(ANALYSIS_CODE)
 
 
 def corpus_hash(documents: Sequence[Document]) -> str:
