@@ -36,7 +36,7 @@ def script_lang(text: str) -> Lang:
 # and stays (stripped, «жалақысы сақталмайтын демалыс» lost its first place on kk_dev), and so does the privative
 # -сыз/-сіз (without): every word of the corpus's Kazakh texts that ends in a vowel and -сыз/-сіз is one («өтеусіз»,
 # free of charge, is no «өтеу», compensation; «тіркеусіз», «лицензиясыз», «некесіз»); the polite «you» of a verb
-# is cut only after -й- (төлейсіз), where no noun of the corpus takes the privative.
+# is cut only after -й- (төлейсіз; a noun in -й with the privative, «үйсіз», was not checked).
 _KK_SLOTS: tuple[str, ...] = (
     """ған ген қан кен атын етін йтын йтін итін ытын ады еді йды йді ыды іді ып іп у уы уі уға уге уда уде
     удан уден уын уін уына уіне ғандар гендер мақ мек пақ пек бақ бек йсыз йсіз ғаны гені қаны кені ғанын генін
