@@ -69,12 +69,7 @@ STOPWORDS = RU_STOPWORDS | KK_STOPWORDS
 # A Russian stopword that is a Kazakh word: «он» is ten («он күн», ten days; «он сегіз жас», eighteen). Of the
 # Russian stopwords of two letters or more it is the only one the corpus's Kazakh texts use (1,006 times); a
 # Kazakh text keeps it.
-_KAZAKH_WORDS = frozenset({"он"})
-_STOPWORDS_OF: dict[Lang | None, frozenset[str]] = {
-    None: STOPWORDS,
-    "ru": STOPWORDS,
-    "kk": STOPWORDS - _KAZAKH_WORDS,
-}
+KK_TEXT_STOPWORDS = STOPWORDS - {"он"}
 
 # Case endings written after an abbreviation or number with a hyphen ("ҚК-нің", "188-бабы" keeps "бабы").
 _BARE_SUFFIXES = frozenset(
@@ -94,13 +89,13 @@ def stem(word: str, lang: Lang = "ru") -> str:
 
 
 def tokenize(text: str, lang: Lang | None = None) -> list[str]:
-    """Normalized tokens minus stopwords (a Kazakh text's: `_STOPWORDS_OF`; None: either language's): numbers
-    ("188-1") whole, hyphenated words split."""
+    """Normalized tokens minus stopwords (a Kazakh text's: `KK_TEXT_STOPWORDS`; otherwise either language's):
+    numbers ("188-1") whole, hyphenated words split."""
     return _tokenize_normalized(normalize(text), lang)
 
 
 def _tokenize_normalized(norm: str, lang: Lang | None = None) -> list[str]:
-    stopwords = _STOPWORDS_OF[lang]
+    stopwords = KK_TEXT_STOPWORDS if lang == "kk" else STOPWORDS
     tokens: list[str] = []
     for match in _TOKEN_RE.findall(norm):
         if match[0].isdigit():

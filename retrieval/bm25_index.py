@@ -89,15 +89,8 @@ def _code_digest() -> str:
     return _CODE_DIGEST
 
 
-def _digest_of(modules: Sequence[object]) -> str:
-    h = hashlib.sha256()
-    for module in modules:
-        h.update(Path(getattr(module, "__file__", None) or "").read_bytes())
-    return h.hexdigest()[:16]
-
-
 # Read when this module is loaded (with the analysis code it imports), not when first asked: see corpus/lang.py.
-_CODE_DIGEST = _digest_of(ANALYSIS_CODE)
+_CODE_DIGEST = hashlib.sha256(b"".join(Path(m.__file__ or "").read_bytes() for m in ANALYSIS_CODE)).hexdigest()[:16]
 
 
 def corpus_hash(documents: Sequence[Document]) -> str:

@@ -188,6 +188,9 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
     return kept
 
 
+_PRIVATIVE = ("сыз", "сіз")  # «without»: a stem that adds it is another word (`same_kazakh_stem`)
+
+
 def same_kazakh_stem(a: str, b: str) -> bool:
     """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
     from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer, unless
@@ -204,9 +207,6 @@ def same_kazakh_stem(a: str, b: str) -> bool:
         and long.startswith(short)
         and not any(privative in long[len(short) :] for privative in _PRIVATIVE)
     )
-
-
-_PRIVATIVE = ("сыз", "сіз")
 
 
 def _stem_positions(stream: list[str]) -> dict[str, list[int]]:
