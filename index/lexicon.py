@@ -49,6 +49,9 @@ MUTUAL = 3  # a pair is kept only when each stem is among the other's best this 
 RELATIVE = 0.6  # a second translation scores at least this share of the first
 MAX_SHARE = 0.1  # stems in more than this share of the units (articles' common words) are not learned
 _MIN_LEN = 3
+# The Kazakh privative («without»): a stem with it the lexicon did not learn («себепсіз», without good reason) is
+# translated through the stem it adds to («себеп»: «причин»); Russian's «без» is a stopword either way.
+KK_PRIVATIVE = ("сыз", "сіз")
 
 _WORD_RE = re.compile(r"[^\W\d_]+")
 _NUMBERED_RE = re.compile(r"^\s*(\d+(?:-\d+)*)[.)]")
@@ -68,7 +71,7 @@ class Lexicon:
         """The other language's stems for these `source`-language stems (a text's, in order), each once, in the
         order met (a Kazakh text's glossary terms first, read with its `words`, `tokenize`'s, one per stem; the
         stems stand for them when not given); a pair of adjacent Kazakh stems the lexicon knows is translated as
-        one («жұмыс беруш»)."""
+        one («жұмыс беруш»); a Kazakh stem with the privative it lacks, as the stem before it (`KK_PRIVATIVE`)."""
         table = self.kk_ru if source == "kk" else self.ru_kk
         glossary = self.glossary(stems, words or stems) if self.glossary and source == "kk" else ()
         out: dict[str, None] = dict.fromkeys(glossary)
@@ -76,10 +79,26 @@ class Lexicon:
         while i < len(stems):
             pair = f"{stems[i]} {stems[i + 1]}" if i + 1 < len(stems) else ""
             found = table.get(pair) if pair else None
-            for t in found or table.get(stems[i], ()):
+            for t in found or table.get(stems[i]) or self._without_privative(stems[i], source):
                 out.setdefault(t, None)
             i += 2 if found else 1
         return list(out)
+
+    def _without_privative(self, stem: str, source: Lang) -> tuple[str, ...]:
+        """A Kazakh stem the lexicon lacks that ends in the privative: the translation of the word before it, as
+        it stands or stemmed as far as the stemmer goes («келісімімсіз», without my consent: «келісімім»,
+        «келісім», «келіс»)."""
+        if source != "kk" or not stem.endswith(KK_PRIVATIVE):
+            return ()
+        before = stem[:-3]
+        while len(before) >= _MIN_LEN:
+            if found := self.kk_ru.get(before):
+                return found
+            shorter = stem_kk(before)
+            if shorter == before:
+                break
+            before = shorter
+        return ()
 
     def __len__(self) -> int:
         return len(self.kk_ru) + len(self.ru_kk)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from corpus.legal import Mention
 from corpus.legal.registry import CRIMINAL_CODE_ID
 from corpus.records import Lang
+from index.lexicon import KK_PRIVATIVE
 from retrieval.analyzer import analyze, has_kazakh_letters, tokenize
 
 logger = logging.getLogger(__name__)
@@ -188,9 +189,6 @@ def match_phrases(question: str, lang: Lang) -> list[tuple[int, frozenset[int], 
     return kept
 
 
-_PRIVATIVE = ("сыз", "сіз")  # «without»: a stem that adds it is another word (`same_kazakh_stem`)
-
-
 def same_kazakh_stem(a: str, b: str) -> bool:
     """Kazakh stems of one word can differ by a stripped ending or two («пирами» from «пирамида», «пирамидас»
     from «пирамидасын»): the shorter, of four letters or more, starts the longer, which is at most 4 longer, unless
@@ -205,7 +203,7 @@ def same_kazakh_stem(a: str, b: str) -> bool:
         len(short) >= 4
         and len(long) - len(short) <= 4
         and long.startswith(short)
-        and not any(privative in long[len(short) :] for privative in _PRIVATIVE)
+        and not any(privative in long[len(short) :] for privative in KK_PRIVATIVE)
     )
 
 
