@@ -49,8 +49,8 @@ MUTUAL = 3  # a pair is kept only when each stem is among the other's best this 
 RELATIVE = 0.6  # a second translation scores at least this share of the first
 MAX_SHARE = 0.1  # stems in more than this share of the units (articles' common words) are not learned
 _MIN_LEN = 3
-# The Kazakh privative («without»): a stem with it the lexicon did not learn («себепсіз», without good reason) is
-# translated through the stem it adds to («себеп»: «причин»); Russian's «без» is a stopword either way.
+# The Kazakh privative («without»): a stem with it the lexicon did not learn («келісімімсіз», without my consent)
+# is translated through the word it adds to («келісім»: «соглас»); Russian's «без» is a stopword either way.
 KK_PRIVATIVE = ("сыз", "сіз")
 
 _WORD_RE = re.compile(r"[^\W\d_]+")
