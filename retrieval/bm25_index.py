@@ -80,17 +80,13 @@ class Bm25Report:
     unchanged: bool = False
 
 
-def analyzer_id(settings: Settings) -> str:
-    """What makes BM25's terms and weights: the phrase setting, the stemmer's version, a digest of the code."""
-    return f"{'phrases' if settings.bm25_phrases else 'terms'}:snowball-{version('snowballstemmer')}:{_code_digest()}"
-
-
-def _code_digest() -> str:
-    return _CODE_DIGEST
-
-
 # Read when this module is loaded (with the analysis code it imports), not when first asked: see corpus/lang.py.
 _CODE_DIGEST = hashlib.sha256(b"".join(Path(m.__file__ or "").read_bytes() for m in ANALYSIS_CODE)).hexdigest()[:16]
+
+
+def analyzer_id(settings: Settings) -> str:
+    """What makes BM25's terms and weights: the phrase setting, the stemmer's version, a digest of the code."""
+    return f"{'phrases' if settings.bm25_phrases else 'terms'}:snowball-{version('snowballstemmer')}:{_CODE_DIGEST}"
 
 
 def corpus_hash(documents: Sequence[Document]) -> str:

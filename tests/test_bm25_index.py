@@ -117,7 +117,7 @@ def test_an_out_of_date_analysis_is_not_used(
     elif change == "phrases setting":
         settings = kept.model_copy(update={"bm25_phrases": False})
     else:
-        monkeypatch.setattr(bm25_index, "_code_digest", lambda: "another-analyzer")
+        monkeypatch.setattr(bm25_index, "_CODE_DIGEST", "another-analyzer")
     with caplog.at_level(logging.WARNING, logger="retrieval.bm25_index"):
         retrieval = Retrieval.load(settings, stages=BM25_ONLY, chunks=chunks)
     assert [r.getMessage() for r in caplog.records] == [
