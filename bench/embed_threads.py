@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from retrieval.gold import read_questions
+
 ROOT = Path(__file__).resolve().parents[1]
 START_AFTER = 15.0  # seconds for every child to load before they start together
 # (processes at once, EMBED_THREADS, OMP_WAIT_POLICY): "" is OpenMP's own default (spin a while, then sleep), what
@@ -81,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    with args.questions.open(encoding="utf-8") as f:
-        questions = [json.loads(line)["query"] for line in f if line.strip()][: args.n]
+    questions = [q.query for q in read_questions(args.questions)][: args.n]
     table = Table(title=f"e5 query time, {len(questions)} questions per process, {os.cpu_count()} cores")
     for name in ("processes at once", "EMBED_THREADS", "OMP_WAIT_POLICY", "p50 ms", "p95 ms"):
         table.add_column(name, justify="right")
