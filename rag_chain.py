@@ -32,6 +32,7 @@ from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
+from index.publication import check_format
 from index.publish import publish, published
 from index.status import IndexPending
 from retrieval.pipeline import Retrieval
@@ -70,6 +71,7 @@ class QAChain:
     def load(cls, settings: Settings) -> QAChain:
         # Read first: a build published while the files load is then seen as newer, and loaded again.
         publication = published(settings)
+        check_format(publication, settings.data_dir)  # a newer program's build: upgrade first
         generation = publication.generation if publication else None
         return cls(settings, Retrieval.load(settings), load_articles(settings.corpus_dir), generation)
 

@@ -24,7 +24,16 @@ from typing import Concatenate, ParamSpec, TypeVar
 from config import Settings
 from corpus.errors import UserError
 from corpus.files import DIR_MODE, LOCK_MODE
-from index.publication import FILE_NAME, LOCK_FILE, Publication, publication_path, publish, published, read_publication
+from index.publication import (
+    FILE_NAME,
+    LOCK_FILE,
+    Publication,
+    check_format,
+    publication_path,
+    publish,
+    published,
+    read_publication,
+)
 from index.stage import recover
 
 __all__ = [
@@ -172,8 +181,9 @@ def writing(data_dir: Path, what: str) -> Iterator[None]:
     naming the holder when another process holds it (verified: the recorded pid runs and started when it says).
     An advisory lock on an owner-only file: the kernel releases it when the holder ends, killed or not. Holding
     it, a writer first resolves what a killed writer left (index/stage.py: `recover`), so every writer finds the
-    published build in place, or refuses. A data dir that is not a writable folder, or a write the file system
-    refuses (read-only, full, no permission), is DataDirUnwritable saying what to do."""
+    published build in place, or refuses; a build published by a newer program is refused (NewerDataFormat). A
+    data dir that is not a writable folder, or a write the file system refuses (read-only, full, no permission),
+    is DataDirUnwritable saying what to do."""
     data_dir = Path(data_dir)
     writable_data_dir(data_dir, what)
     path = data_dir / LOCK_FILE
@@ -193,6 +203,7 @@ def writing(data_dir: Path, what: str) -> Iterator[None]:
             os.ftruncate(fd, 0)
             os.pwrite(fd, Holder(what, os.getpid(), started or 0).line().encode(), 0)
             recover(data_dir)
+            check_format(read_publication(data_dir), data_dir)
             yield
         except OSError as err:
             if err.errno not in _UNWRITABLE:

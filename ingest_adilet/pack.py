@@ -42,7 +42,12 @@ from index.titles import read_titles, title_fingerprint
 logger = logging.getLogger(__name__)
 
 FORMAT: Final = "kz-law-data-pack"
-FORMAT_VERSION = 1
+# What pack.json, corpus/manifest.json and the index files of a pack look like. A change that a program of the
+# version before could not read (a new field in a model that forbids unknown ones, a new file) bumps it; then an
+# older program says "update the program" instead of calling the pack damaged, and this one still reads every
+# older version. 2: the corpus manifest's `repealed_by`. tests/test_pack.py pins the manifest's fields per version.
+FORMAT_VERSION = 2
+READS_VERSIONS = range(1, FORMAT_VERSION + 1)
 MANIFEST_NAME = "pack.json"
 CORPUS_FILES = ("corpus/manifest.json", "corpus/articles.jsonl", "corpus/chunks.jsonl")
 FAISS_FILES = ("index/faiss/meta.json", "index/faiss/index.faiss", "index/faiss/docstore.jsonl")

@@ -47,11 +47,11 @@ from ingest_adilet.pack import (
     CORPUS_FILES,
     FAISS_FILES,
     FORMAT,
-    FORMAT_VERSION,
     LATENT_FILES,
     LEXICON_FILES,
     MANIFEST_NAME,
     PACK_COMMAND,
+    READS_VERSIONS,
     SHAPE_SETTINGS,
     TITLE_FILES,
     PackError,
@@ -172,10 +172,11 @@ def _manifest_of(tar: tarfile.TarFile, path: Path) -> PackManifest:
         raise PackError(f"{path} has a damaged {MANIFEST_NAME} ({err.problem}). {UNCHANGED}") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise PackError(f"{path} is not a data pack ({MANIFEST_NAME} does not say format {FORMAT!r}).")
-    if raw.get("format_version") != FORMAT_VERSION:
+    version = raw.get("format_version")
+    if type(version) is not int or version not in READS_VERSIONS:
         raise PackError(
-            f"{path} is a version {raw.get('format_version')} data pack; this program reads version {FORMAT_VERSION}:"
-            " update the program, or build the pack with the same version."
+            f"{path} is a version {version} data pack; this program reads versions {READS_VERSIONS.start} to "
+            f"{READS_VERSIONS.stop - 1}: update the program, or build the pack with this version. {UNCHANGED}"
         )
     try:
         manifest = PackManifest.model_validate(raw)

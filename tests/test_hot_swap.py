@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import re
 import threading
 import time
 from pathlib import Path
@@ -15,6 +17,8 @@ import bot.app
 import rag_chain
 from bot.app import build_application
 from config import Settings
+from corpus.errors import ChainUnavailable
+from index.publication import DATA_FORMAT
 from index.publish import publish, published
 from ingest_adilet.cli import main as ingest_main
 from tests.support.index import save_tiny_sentence_transformer
@@ -157,6 +161,39 @@ def test_a_build_that_fails_to_load_keeps_the_old_chain_until_the_next_publicati
     rag_chain.get_chain(settings)
     wait_for(lambda: rag_chain.get_chain(settings).generation == good)
     assert rag_chain.get_chain(settings) is not first
+
+
+def publish_newer(settings: Settings) -> str:
+    """A build published by a program one data format ahead (a replica upgraded before this one)."""
+    path = settings.data_dir / "published.json"
+    record = {**json.loads(path.read_text(encoding="utf-8")), "generation": "newer", "data_format": DATA_FORMAT + 1}
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return f"data format {DATA_FORMAT + 1}; this one reads formats up to {DATA_FORMAT}): upgrade this program"
+
+
+def test_a_build_of_a_newer_data_format_is_left_to_upgraded_replicas(
+    lexical: tuple[Settings, Path], caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, source = lexical
+    first = rag_chain.get_chain(settings)
+    assert published(settings).data_format == DATA_FORMAT
+    message = publish_newer(settings)
+    caplog.set_level(logging.INFO, logger="rag_chain")
+    rag_chain.get_chain(settings)
+    wait_for(lambda: any("(newer)" in r.getMessage() for r in caplog.records))
+    [record] = [r for r in caplog.records if "(newer)" in r.getMessage()]
+    assert record.levelno == logging.WARNING and message in record.getMessage()
+    assert rag_chain.get_chain(settings) is first and rag_chain.invoke_qa(QUESTIONS[1], settings).sources
+
+    fresh = settings.model_copy(update={"warm_up": False})  # a replica starting: no chain to keep
+    with pytest.raises(ChainUnavailable, match=re.escape(message)):
+        rag_chain.get_chain(fresh)
+    before = {p: p.read_bytes() for p in sorted(settings.data_dir.rglob("*")) if p.is_file()}
+    argv = ["--from-dir", str(source), "--data-dir", str(settings.data_dir), "--docs", CONSUMER, "--no-progress"]
+    amend(source)
+    assert ingest_main(argv) == 2  # an older writer leaves the newer build alone
+    assert message in " ".join(capsys.readouterr().err.split())
+    assert {p: p.read_bytes() for p in sorted(settings.data_dir.rglob("*")) if p.is_file()} == before
 
 
 def test_a_first_load_is_warmed_up_beside_its_questions_unless_told_not_to(lexical: tuple[Settings, Path]) -> None:

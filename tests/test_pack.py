@@ -21,7 +21,7 @@ from corpus.errors import DataDamaged, IndexNotReady
 from corpus.store import load_chunks
 from index.publish import LOCK_FILE, published
 from ingest_adilet.cli import main as ingest_main
-from ingest_adilet.pack import MANIFEST_NAME, PackError, pack
+from ingest_adilet.pack import FORMAT_VERSION, MANIFEST_NAME, PackError, pack
 from ingest_adilet.unpack import read_manifest, unpack
 from tests.support.index import KeywordEmbeddings
 
@@ -603,6 +603,62 @@ def test_a_forged_pack_whose_checksums_match_is_installed_when_nothing_lies(
     crafted = _forge(packed, tmp_path / "same.tar", {"index/faiss/meta.json": _meta(built_at="2026-01-01")})
     unpack(installed, crafted)
     assert rankings(installed)[0][0][0] == DIGITAL_ASSETS
+
+
+def _as_version_1(data: bytes) -> bytes:
+    """A manifest as a version 1 program wrote it: no format_version 2, no document's `repealed_by`."""
+    manifest = json.loads(data)
+    for document in manifest["documents"]:
+        del document["repealed_by"]
+    return json.dumps({**manifest, "format_version": 1} if "format" in manifest else manifest).encode()
+
+
+def test_a_pack_of_an_older_version_is_installed(packed: Path, installed: Settings, tmp_path: Path) -> None:
+    old = _forge(packed, tmp_path / "v1.tar", {"corpus/manifest.json": _as_version_1, MANIFEST_NAME: _as_version_1})
+    assert read_manifest(old).format_version == 1 and read_manifest(packed).format_version == FORMAT_VERSION
+    unpack(installed, old)
+    assert rankings(installed)[0][0][0] == DIGITAL_ASSETS
+
+
+@pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 0, "2", True])
+def test_a_pack_of_a_newer_version_says_update_the_program(
+    packed: Path, installed: Settings, tmp_path: Path, version: object
+) -> None:
+    """What a program older than the pack said before it knew the version: «damaged pack.json (Extra inputs are not
+    permitted)»."""
+    newer = _forge(packed, tmp_path / "newer.tar", {MANIFEST_NAME: _meta(format_version=version, new_field=[])})
+    before = tree(installed.data_dir)
+    with pytest.raises(PackError, match=rf"is a version {version} data pack; this program reads versions 1 to "):
+        unpack(installed, newer)
+    assert tree(installed.data_dir) == before
+
+
+# The fields of pack.json and of the corpus manifest each version of the format has. A program reads a pack of its
+# own version or an older one; a field added where unknown ones are refused makes a new version.
+FIELDS_OF_VERSION = {
+    2: {
+        "pack.json": "created_at documents embedding_cache files format format_version index totals",
+        "document": "articles chunks doc_id edition_basis edition_date ingested_at input_hash lang output_hash "
+        "repealed repealed_by source title",
+        "index": "dense_scope dense_search_lang embed_max_chars latent_model_id latent_rows model_id "
+        "sparse_doc_max_chars vectors",
+        "corpus manifest": "documents files totals",
+    },
+}
+
+
+def test_a_change_of_the_manifests_fields_makes_a_new_format_version() -> None:
+    from corpus.store import DocumentEntry, Manifest
+    from ingest_adilet.pack import IndexShape, PackManifest
+
+    fields = {
+        "pack.json": PackManifest,
+        "document": DocumentEntry,
+        "index": IndexShape,
+        "corpus manifest": Manifest,
+    }
+    now = {name: " ".join(sorted(model.model_fields)) for name, model in fields.items()}
+    assert now == FIELDS_OF_VERSION[FORMAT_VERSION], "a manifest's fields changed: bump pack.FORMAT_VERSION"
 
 
 LEXICON = ("index/lexicon/meta.json", "index/lexicon/lexicon.json")
