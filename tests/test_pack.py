@@ -658,7 +658,10 @@ def test_a_change_of_the_manifests_fields_makes_a_new_format_version() -> None:
         "corpus manifest": Manifest,
     }
     now = {name: " ".join(sorted(model.model_fields)) for name, model in fields.items()}
-    assert now == FIELDS_OF_VERSION[FORMAT_VERSION], "a manifest's fields changed: bump pack.FORMAT_VERSION"
+    assert now == FIELDS_OF_VERSION[FORMAT_VERSION], (
+        "a manifest's fields changed: bump ingest_adilet/pack.py FORMAT_VERSION (and, for the corpus manifest, "
+        "index/publication.py DATA_FORMAT) and record the fields here"
+    )
 
 
 LEXICON = ("index/lexicon/meta.json", "index/lexicon/lexicon.json")
