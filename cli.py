@@ -304,8 +304,6 @@ def main(argv: list[str] | None = None) -> int:
         help="build/refresh the corpus from this directory first "
         "(layout rus/ID.txt, kaz/ID.txt, html/ID.html); default: live adilet when no corpus exists",
     )
-    # eval's own options (--questions, --dialogues, --k, --out, --data-dir) are parsed by eval_main
-    sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
     ask.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
     ask.add_argument("-v", "--verbose", action="store_true")
     chat = sub.add_parser(
@@ -315,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("--pack", type=Path, metavar="PACK", help="as for ask")
     chat.add_argument("--data-dir", type=Path, help="corpus, index and caches (default: DATA_DIR or ./data)")
     chat.add_argument("-v", "--verbose", action="store_true")
+    # eval's own options (--questions, --dialogues, --k, --out, --data-dir) are parsed by eval_main
+    sub.add_parser("eval", add_help=False, help="measure retrieval on gold questions (JSONL); eval --help")
     args, rest = parser.parse_known_args(argv)
     if args.command == "eval":
         handler = _log_handler(logging.WARNING)

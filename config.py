@@ -37,12 +37,12 @@ class Settings(BaseSettings):
     # --- where things live -------------------------------------------------------------------
     data_dir: Path = Field(
         default_factory=default_data_dir,
-        description="Corpus, index and caches; default ./data in a checkout, else the user's data folder "
-        "($XDG_DATA_HOME/kz-law/data, ~/.local/share/kz-law/data).",
+        description="Corpus, index and caches; default: data/ in the checkout (beside config.py, whatever the "
+        "working directory), else the user's data folder ($XDG_DATA_HOME/kz-law/data, ~/.local/share/kz-law/data).",
     )
     source_dir: Path | None = Field(
         default=None,
-        description="Ingest from this directory (layout rus/ID.txt, kaz/ID.txt, ID.html) instead of live adilet.",
+        description="Ingest from this directory (layout rus/ID.txt, kaz/ID.txt, html/ID.html) instead of live adilet.",
     )
     prompts_dir: Path = PROJECT_DIR / "prompts"
 

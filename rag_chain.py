@@ -32,8 +32,7 @@ from corpus.legal import article_ref
 from corpus.records import Article, Lang
 from corpus.store import load_articles, read_manifest
 from corpus.text import clean_text
-from index.publication import check_format
-from index.publish import publish, published
+from index.publication import check_format, publish, published
 from index.status import IndexPending
 from retrieval.pipeline import Retrieval
 
@@ -46,7 +45,7 @@ class QAChain:
     def __init__(
         self, settings: Settings, retrieval: Retrieval, articles: list[Article], generation: str | None = None
     ) -> None:
-        """Args: generation: the published build (index/publish.py) the data was loaded from, if any."""
+        """Args: generation: the published build (index/publication.py) the data was loaded from, if any."""
         self.settings = settings
         self.retrieval = retrieval
         self.generation = generation
@@ -222,7 +221,7 @@ def get_chain(settings: Settings) -> QAChain:
     """The loaded chain for these settings (built on first use, then shared).
 
     At most once every `settings.reload_check_seconds` it looks whether a newer build was published in the data
-    dir (index/publish.py); if so that build is loaded in a background thread and swapped in when ready. Until
+    dir (index/publication.py); if so that build is loaded in a background thread and swapped in when ready. Until
     then, and for questions already in flight, the loaded chain answers; a build that fails to load is logged
     and skipped until the next publication.
 

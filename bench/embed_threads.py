@@ -9,6 +9,11 @@ index/embeddings.py). Each row starts that many processes; each makes the produc
 (EMBED_THREADS and OMP_WAIT_POLICY from the row) and, once every one has loaded its engine, all embed the first
 `--n` questions of the file as the dense search does (their first 500 characters) from the same moment. The table
 gives the p50 and p95 over all the processes' questions.
+
+The rows with a build beside keep a second engine busy in a thread of the same process while the questions are
+embedded, as the bot's background build does (BACKGROUND_INDEX_BUILD: after the vectors are swapped in, its
+latent terms are encoded beside questions that use the vectors): in one process, OpenMP gives each calling thread
+a team of its own.
 """
 
 from __future__ import annotations
@@ -26,33 +31,45 @@ from retrieval.gold import read_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 START_AFTER = 15.0  # seconds for every child to load before they start together
-# (processes at once, EMBED_THREADS, OMP_WAIT_POLICY): "" is OpenMP's own default (spin a while, then sleep), what
-# the engines had before `openmp_environment`; None leaves the variable to the product (PASSIVE).
+# (processes at once, EMBED_THREADS, OMP_WAIT_POLICY, a build beside in the same process): "" is OpenMP's own
+# default (spin a while, then sleep), what the engines had before `openmp_environment`; None leaves the variable to
+# the product (PASSIVE).
 ROWS = (
-    (1, None, ""),
-    (1, None, None),
-    (2, None, ""),
-    (2, None, None),
-    (2, 1, None),
+    (1, None, "", False),
+    (1, None, None, False),
+    (2, None, "", False),
+    (2, None, None, False),
+    (2, 1, None, False),
+    (1, None, "", True),
+    (1, None, None, True),
+    (1, 1, None, True),
 )
 CHILD = """
-import json, sys, time
+import json, sys, threading, time
 from config import Settings
 from index.embeddings import make_embeddings
-questions = json.loads(sys.argv[1])
+questions, beside = json.loads(sys.argv[1]), sys.argv[3] == "1"
 embeddings = make_embeddings(Settings(_env_file=None))
 embeddings.embed_query("прогрев")
+done = threading.Event()
+if beside:  # another engine, as a build makes its own, embedding batches of passages until the questions end
+    builder = make_embeddings(Settings(_env_file=None))
+    def build():
+        while not done.is_set():
+            builder.embed_documents(questions[:8])
+    threading.Thread(target=build, daemon=True).start()
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # loaded: start with the others
 times = []
 for q in questions:
     start = time.perf_counter()
     embeddings.embed_query(q[:500])
     times.append((time.perf_counter() - start) * 1000)
+done.set()
 print(json.dumps(times))
 """
 
 
-def run_row(processes: int, threads: int | None, policy: str | None, questions: list[str]) -> list[float]:
+def run_row(processes: int, threads: int | None, policy: str | None, beside: bool, questions: list[str]) -> list[float]:
     """Start the processes at once; every question's time in ms."""
     env = {k: v for k, v in os.environ.items() if k not in ("EMBED_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
     env |= ({"EMBED_THREADS": str(threads)} if threads else {}) | (
@@ -61,7 +78,7 @@ def run_row(processes: int, threads: int | None, policy: str | None, questions: 
     start_at = time.time() + START_AFTER
     children = [  # each loads its engine, then all embed from the same moment
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, json.dumps(questions), str(start_at)],
+            [sys.executable, "-c", CHILD, json.dumps(questions), str(start_at), "1" if beside else "0"],
             cwd=ROOT,
             env=env,
             stdout=subprocess.PIPE,
@@ -85,14 +102,19 @@ def main(argv: list[str] | None = None) -> int:
 
     questions = [q.query for q in read_questions(args.questions)][: args.n]
     table = Table(title=f"e5 query time, {len(questions)} questions per process, {os.cpu_count()} cores")
-    for name in ("processes at once", "EMBED_THREADS", "OMP_WAIT_POLICY", "p50 ms", "p95 ms"):
+    for name in ("processes at once", "a build beside", "EMBED_THREADS", "OMP_WAIT_POLICY", "p50 ms", "p95 ms"):
         table.add_column(name, justify="right")
-    for processes, threads, policy in ROWS:
-        times = sorted(run_row(processes, threads, policy, questions))
+    for processes, threads, policy, beside in ROWS:
+        times = sorted(run_row(processes, threads, policy, beside, questions))
         p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
         other = "OpenMP's default" if policy == "" else policy or "the product's (PASSIVE)"
         table.add_row(
-            str(processes), str(threads or "every core"), other, f"{statistics.median(times):.0f}", f"{p95:.0f}"
+            str(processes),
+            "in a thread" if beside else "",
+            str(threads or "every core"),
+            other,
+            f"{statistics.median(times):.0f}",
+            f"{p95:.0f}",
         )
     Console(width=120, color_system=None).print(table)
     return 0
