@@ -26,6 +26,7 @@ from tests.support.ingest import make_source_dir
 from tests.support.retrieval import CONSUMER
 from tests.support.telegram_server import BotAPIServer, message_update, polling, settings_for
 from tests.test_bot_e2e import step
+from tests.test_pack import tree
 
 NEW_WORDS = "самовозвратный товар"
 NEW_SENTENCE = "Самовозвратный товар принимается продавцом без чека в течение трех дней."
@@ -188,12 +189,12 @@ def test_a_build_of_a_newer_data_format_is_left_to_upgraded_replicas(
     fresh = settings.model_copy(update={"warm_up": False})  # a replica starting: no chain to keep
     with pytest.raises(ChainUnavailable, match=re.escape(message)):
         rag_chain.get_chain(fresh)
-    before = {p: p.read_bytes() for p in sorted(settings.data_dir.rglob("*")) if p.is_file()}
+    before = tree(settings.data_dir)
     argv = ["--from-dir", str(source), "--data-dir", str(settings.data_dir), "--docs", CONSUMER, "--no-progress"]
     amend(source)
     assert ingest_main(argv) == 2  # an older writer leaves the newer build alone
     assert message in " ".join(capsys.readouterr().err.split())
-    assert {p: p.read_bytes() for p in sorted(settings.data_dir.rglob("*")) if p.is_file()} == before
+    assert tree(settings.data_dir) == before
 
 
 def test_a_first_load_is_warmed_up_beside_its_questions_unless_told_not_to(lexical: tuple[Settings, Path]) -> None:
